@@ -1,0 +1,105 @@
+"""The ragmeter exception tree.
+
+Every error ragmeter raises on purpose derives from :class:`RagmeterError`, so one
+``except RagmeterError`` catches them all. Subclasses also inherit the built-in
+exception a caller would expect (``ValueError``, ``KeyError``, ``ImportError``)::
+
+    RagmeterError
+    ├── InvalidInputError (ValueError)        bad argument or record, names it
+    │   ├── DataFormatError                   a file line that cannot be parsed (path, line)
+    │   ├── DuplicateDocumentError            a ranking that repeats a doc id (query, ids)
+    │   └── NoScorableQueriesError            nothing to average over
+    ├── UnknownMetricError (KeyError, ValueError)
+    └── MissingDependencyError (ImportError)  an optional extra is not installed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class RagmeterError(Exception):
+    """Root of every error ragmeter raises on purpose."""
+
+
+class InvalidInputError(RagmeterError, ValueError):
+    """An argument or record is not acceptable; the message names it and the fix."""
+
+
+class DataFormatError(InvalidInputError):
+    """A line of an input file cannot be parsed.
+
+    ``path`` and ``line`` (1-based) say where; the message says what was wrong.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        elif line is not None:
+            where = f"line {line}: "
+        super().__init__(f"{where}{message}")
+        self.path = path
+        self.line = line
+
+
+class DuplicateDocumentError(InvalidInputError):
+    """A ranking repeats a doc id for a query that is scored."""
+
+    def __init__(self, query_id: str, duplicates: Iterable[str]) -> None:
+        dups = sorted(set(duplicates))
+        shown = ", ".join(repr(d) for d in dups[:10]) + (" ..." if len(dups) > 10 else "")
+        super().__init__(
+            f"the run for query {query_id!r} returns the same doc id more than once: {shown}. "
+            "A ranking is a list of distinct documents; scoring one with repeats would report "
+            "a retriever's bug as a score. De-duplicate it, keeping each doc at its best rank "
+            "(evaluate_retrieval does this for you)."
+        )
+        self.query_id = query_id
+        self.duplicates = dups
+
+
+class NoScorableQueriesError(InvalidInputError):
+    """No query has a relevant judgement, so there is nothing to average."""
+
+
+class UnknownMetricError(RagmeterError, KeyError, ValueError):
+    """A metric name that is not registered; the message lists what exists."""
+
+    def __init__(self, name: object, available: Iterable[str]) -> None:
+        names = ", ".join(sorted(available))
+        hint = ""
+        if isinstance(name, str) and "@" in name:
+            hint = (
+                f" Registry names are bare: pass {name.split('@', 1)[0]!r} and choose the "
+                "cut-off with k / k_values ('metric@k' exists only as a result key)."
+            )
+        super().__init__(f"no metric named {name!r}. Available: {names}.{hint}")
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class MissingDependencyError(RagmeterError, ImportError):
+    """An optional dependency is missing; the message gives the pip command."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"this feature needs the optional package {package!r}: "
+            f"pip install 'ragmeter[{extra}]'"
+        )
+
+
+def check_k(k: object, *, name: str = "k") -> int:
+    """Return ``k`` if it is an int >= 1, else raise :class:`InvalidInputError`.
+
+    >>> check_k(5)
+    5
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InvalidInputError(
+            f"{name} must be an int >= 1, got {k!r} (a k of 0 or below is not a smaller "
+            "top-k, it is a slice that means something else)."
+        )
+    return k

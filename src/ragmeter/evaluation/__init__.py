@@ -1,0 +1,1 @@
+"""Evaluation drivers: the only place per-item scores are averaged into reports."""

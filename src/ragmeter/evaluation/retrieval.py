@@ -1,0 +1,323 @@
+"""Retrieval evaluation drivers: ``evaluate_run``, ``per_query``, ``evaluate_retrieval``.
+
+Every retrieval number ragmeter reports is computed here from a run
+(``{query_id: [doc_id, ...]}``, best first) and qrels (``{query_id: {doc_id: grade}}``),
+under trec_eval's conventions (see :mod:`ragmeter.metrics.ranking`):
+
+* only queries with at least one relevant judgement are scored and averaged;
+* a judged query missing from the run scores 0 on every metric (a real failure);
+* a ranking for an unjudged query is ignored;
+* a ranking that repeats a doc id for a scored query is refused
+  (:class:`~ragmeter.errors.DuplicateDocumentError`);
+* a list is scored in list order; a TREC run read by :func:`ragmeter.read_trec_run` is
+  already in trec_eval's order (score descending, ties by doc id descending).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ragmeter.errors import (
+    DuplicateDocumentError,
+    InvalidInputError,
+    NoScorableQueriesError,
+    check_k,
+)
+from ragmeter.metrics._kernel import duplicates_in, score_query
+from ragmeter.metrics.registry import BUILTIN_METRICS, METRICS, RetrievalMetric, _Builtin
+from ragmeter.report import Conventions, RetrievalEvalReport, WarningLog
+
+__all__ = ["DEFAULT_K_VALUES", "evaluate_retrieval", "evaluate_run", "per_query"]
+
+Qrels = Mapping[str, Mapping[str, float]]
+Run = Mapping[str, Sequence[str]]
+
+DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
+
+
+def _resolve_metrics(metrics: Iterable[str] | str) -> list[tuple[str, RetrievalMetric]]:
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    resolved: list[tuple[str, RetrievalMetric]] = []
+    seen: set[str] = set()
+    for name in metrics:
+        metric = METRICS.get_metric(name)
+        if name not in seen:
+            seen.add(name)
+            resolved.append((name, metric))
+    if not resolved:
+        raise InvalidInputError("metrics is empty: name at least one metric, e.g. ['ndcg']")
+    return resolved
+
+
+def _check_ks(k_values: Iterable[int] | int) -> tuple[int, ...]:
+    if isinstance(k_values, int):
+        k_values = (k_values,)
+    ks = tuple(sorted({check_k(k, name="every k in k_values") for k in k_values}))
+    if not ks:
+        raise InvalidInputError("k_values is empty: give at least one cut-off, e.g. (10,)")
+    return ks
+
+
+def _is_judged_relevant(judgements: Mapping[str, float], level: float | None) -> bool:
+    if level is None:
+        return any(g > 0 for g in judgements.values())
+    return any(g >= level for g in judgements.values())
+
+
+def _ordering(run: Any) -> str:
+    return str(getattr(run, "ordering", "list order"))
+
+
+def evaluate_run(
+    qrels: Qrels,
+    run: Run,
+    *,
+    k_values: Iterable[int] | int = DEFAULT_K_VALUES,
+    metrics: Iterable[str] | str = BUILTIN_METRICS,
+    relevance_level: float | None = None,
+    warnings: WarningLog | None = None,
+) -> RetrievalEvalReport:
+    """Score a precomputed run against qrels, every metric at every cut-off.
+
+    Result keys are ``f"{metric}@{k}"`` (plus uncut ``"map"`` and ``"mrr"``, trec_eval's
+    ``map`` and ``recip_rank``). Means are over queries with at least one relevant
+    judgement; a judged query absent from ``run`` scores 0; rankings for unjudged queries
+    are ignored. A registered custom metric that raises is left out of the results and
+    recorded in ``warnings`` (never reported as 0.0).
+
+    Raises :class:`~ragmeter.errors.UnknownMetricError` for an unregistered name (before
+    any scoring), :class:`~ragmeter.errors.InvalidInputError` for a ``k < 1``,
+    :class:`~ragmeter.errors.DuplicateDocumentError` for a ranking that repeats a doc id,
+    and :class:`~ragmeter.errors.NoScorableQueriesError` when no query has a relevant
+    judgement.
+
+    >>> qrels = {"q1": {"c1": 2, "c2": 1, "c3": 0}, "q2": {"c4": 2}}
+    >>> run = {"q1": ["c3", "c1", "c5", "c2"], "q2": ["c9", "c4", "c1"]}
+    >>> r = evaluate_run(qrels, run, k_values=[1, 3], metrics=["recall", "ndcg"])
+    >>> r.metrics
+    {'recall@1': 0.0, 'recall@3': 0.75, 'ndcg@1': 0.0, 'ndcg@3': 0.5552773433538603}
+    """
+    resolved = _resolve_metrics(metrics)
+    ks = _check_ks(k_values)
+    builtin = frozenset(n for n, m in resolved if isinstance(m, _Builtin))
+    custom = [(n, m) for n, m in resolved if not isinstance(m, _Builtin)]
+    log = warnings if warnings is not None else WarningLog()
+    failed: set[str] = set()
+
+    per_q: dict[str, dict[str, float]] = {}
+    empty: list[str] = []
+    for qid, judgements in qrels.items():
+        ranked = run.get(qid)
+        if ranked is None:
+            ranked = empty
+        elif len(ranked) > 1 and len(set(ranked)) != len(ranked):
+            if _is_judged_relevant(judgements, relevance_level):
+                raise DuplicateDocumentError(qid, duplicates_in(ranked))
+        row: dict[str, float] = {}
+        if not score_query(ranked, judgements, ks, builtin, relevance_level, row):
+            continue
+        for name, metric in custom:
+            if name in failed:
+                continue
+            try:
+                for k in ks:
+                    value = float(metric.evaluate(judgements, ranked, k))
+                    if math.isnan(value):
+                        raise ValueError("returned NaN")
+                    row[f"{name}@{k}"] = value
+            except Exception as exc:
+                failed.add(name)
+                log.add(
+                    "score",
+                    name,
+                    f"the {name!r} metric raised {exc!r} on query {qid!r} and was left out "
+                    "of this run's results rather than silently scoring zero",
+                )
+        per_q[str(qid)] = row
+
+    if not per_q:
+        raise NoScorableQueriesError(
+            "no query in qrels has a relevant judgement "
+            f"(grade {'> 0' if relevance_level is None else f'>= {relevance_level}'}), so "
+            "there is nothing to average; check the qrels file and the relevance level"
+        )
+    if failed:
+        for row in per_q.values():
+            for key in [k for k in row if k.split("@", 1)[0] in failed]:
+                del row[key]
+    keys = list(next(iter(per_q.values())).keys())
+    n = len(per_q)
+    means = {key: math.fsum(row[key] for row in per_q.values()) / n for key in _order_keys(keys, resolved, ks)}
+    return RetrievalEvalReport(
+        metrics=means,
+        per_query=per_q,
+        n_queries=n,
+        k_values=ks,
+        conventions=Conventions(relevance_level=relevance_level, ties=_ordering(run)),
+        warnings=list(log.entries),
+    )
+
+
+def _order_keys(
+    keys: Sequence[str], resolved: Sequence[tuple[str, RetrievalMetric]], ks: Sequence[int]
+) -> list[str]:
+    present = set(keys)
+    ordered: list[str] = []
+    for name, _ in resolved:
+        for k in ks:
+            key = f"{name}@{k}"
+            if key in present:
+                ordered.append(key)
+        if name in present:
+            ordered.append(name)
+    return ordered
+
+
+def per_query(
+    qrels: Qrels,
+    run: Run,
+    metric: str,
+    k: int,
+    *,
+    relevance_level: float | None = None,
+) -> dict[str, float]:
+    """``{query_id: score}`` of one metric at one cut-off, for scored queries only.
+
+    Same rules as :func:`evaluate_run` (the shape :func:`ragmeter.compare` pairs).
+
+    >>> qrels = {"q1": {"c1": 2, "c2": 1, "c3": 0}, "q2": {"c4": 2}}
+    >>> run = {"q1": ["c3", "c1", "c5", "c2"], "q2": ["c9", "c4", "c1"]}
+    >>> per_query(qrels, run, "recall", 3)
+    {'q1': 0.5, 'q2': 1.0}
+    """
+    check_k(k)
+    report = evaluate_run(
+        qrels, run, k_values=(k,), metrics=[metric], relevance_level=relevance_level
+    )
+    key = f"{metric}@{k}"
+    return {q: row[key] for q, row in report.per_query.items() if key in row}
+
+
+def _doc_id_of(result: Any) -> str:
+    """Map one retrieval result to a doc id (see :func:`evaluate_retrieval`)."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], str):
+        return result[0]
+    if isinstance(result, Mapping):
+        for key in ("doc_id", "id"):
+            if result.get(key) is not None:
+                return str(result[key])
+        meta = result.get("metadata") or result.get("meta") or {}
+        if isinstance(meta, Mapping) and meta.get("doc_id") is not None:
+            return str(meta["doc_id"])
+    else:
+        for attr in ("doc_id", "id"):
+            value = getattr(result, attr, None)
+            if value is not None:
+                return str(value)
+        meta = getattr(result, "metadata", None) or getattr(result, "meta", None)
+        if isinstance(meta, Mapping) and meta.get("doc_id") is not None:
+            return str(meta["doc_id"])
+    raise InvalidInputError(
+        f"cannot tell which document this result is: {result!r:.120}. Return doc id strings, "
+        "(doc_id, score) pairs, or objects with doc_id / id / metadata['doc_id'], or pass "
+        "doc_id=<function result -> id> to evaluate_retrieval"
+    )
+
+
+def _accepts_limit(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.name == "limit" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params
+    )
+
+
+def dedupe_best_rank(doc_ids: Iterable[str]) -> list[str]:
+    """Keep each doc id at its first (best) rank: several chunks of one source are normal.
+
+    >>> dedupe_best_rank(["a", "b", "a", "c", "b"])
+    ['a', 'b', 'c']
+    """
+    return list(dict.fromkeys(doc_ids))
+
+
+def evaluate_retrieval(
+    retriever: Callable[..., Iterable[Any]],
+    qrels: Qrels,
+    queries: Mapping[str, str],
+    *,
+    k_values: Iterable[int] | int = (1, 5, 10, 100),
+    metrics: Iterable[str] | str = ("ndcg", "recall", "precision", "mrr", "map"),
+    limit: int | None = None,
+    doc_id: Callable[[Any], str] | None = None,
+    relevance_level: float | None = None,
+    warnings: WarningLog | None = None,
+) -> RetrievalEvalReport:
+    """Run ``retriever`` over the judged queries and score it exactly as :func:`evaluate_run`.
+
+    ``retriever`` is any callable ``query_text -> results``; it is called with
+    ``limit=`` (``None`` means ``max(k_values)``) when it accepts that keyword. Each result
+    becomes a doc id: a ``str`` as is; a ``(doc_id, score)`` pair; an object or mapping's
+    ``doc_id``, ``id`` or ``metadata["doc_id"]``; or whatever ``doc_id(result)`` returns.
+    Ids are de-duplicated to each doc's best rank (several chunks of one source), so raise
+    ``limit`` when sources are chunked finely. A judged query with no text in ``queries``
+    cannot be run: it is skipped with a warning.
+
+    >>> qrels = {'q1': {'d1': 1.0, 'd2': 1.0}, 'q2': {'d3': 1.0}}
+    >>> queries = {'q1': 'first query', 'q2': 'second query'}
+    >>> rankings = {'first query': ['d1', 'd9', 'd2'], 'second query': ['d9', 'd3']}
+    >>> def retriever(query, *, limit=10):
+    ...     return rankings[query][:limit]
+    >>> report = evaluate_retrieval(retriever, qrels, queries, k_values=(1, 3))
+    >>> report.metrics['recall@3']
+    1.0
+    >>> round(report.primary_at(1), 3)  # NDCG@1, averaged over the two queries
+    0.5
+    """
+    ks = _check_ks(k_values)
+    _resolve_metrics(metrics)
+    if limit is not None:
+        check_k(limit, name="limit")
+    depth = limit if limit is not None else max(ks)
+    to_id = doc_id if doc_id is not None else _doc_id_of
+    pass_limit = _accepts_limit(retriever)
+    log = warnings if warnings is not None else WarningLog()
+    run: dict[str, list[str]] = {}
+    judged: dict[str, Mapping[str, float]] = {}
+    for qid, judgements in qrels.items():
+        if not _is_judged_relevant(judgements, relevance_level):
+            continue
+        text = queries.get(qid)
+        if text is None:
+            log.add("retrieve", str(qid), f"query {qid!r} is judged but has no text in queries; skipped")
+            continue
+        results = retriever(text, limit=depth) if pass_limit else retriever(text)
+        ids: list[str] = []
+        for i, result in enumerate(results):
+            try:
+                ids.append(to_id(result))
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"query {qid!r}, result {i}: {exc}") from None
+        run[qid] = dedupe_best_rank(ids)
+        judged[qid] = judgements
+    if not judged:
+        raise NoScorableQueriesError(
+            "no judged query could be run: none has both a relevant judgement in qrels and a "
+            "text in queries (are the ids the same strings in both?)"
+        )
+    return evaluate_run(
+        judged,
+        run,
+        k_values=ks,
+        metrics=metrics,
+        relevance_level=relevance_level,
+        warnings=log,
+    )

@@ -1,0 +1,201 @@
+"""TREC run and qrels files, read and written the way trec_eval does.
+
+* qrels lines: ``query_id iteration doc_id grade`` (whitespace separated; grade an int,
+  possibly negative). A line starting with ``#`` is a comment; a ``#`` inside an id is
+  part of the id.
+* run lines: ``query_id Q0 doc_id rank score [tag ...]``. The rank column is ignored and
+  extra trailing columns are ignored; each query's docs are ordered by score descending,
+  ties broken by doc id descending (string comparison), exactly as trec_eval orders them,
+  so scoring a run file reproduces trec_eval.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from ragmeter.errors import DataFormatError
+
+__all__ = [
+    "TREC_ORDERING",
+    "Run",
+    "parse_trec_run",
+    "read_trec_qrels",
+    "read_trec_run",
+    "write_trec_qrels",
+    "write_trec_run",
+]
+
+TREC_ORDERING = "trec_eval: score descending, ties by doc id descending"
+
+PathLike = str | os.PathLike[str]
+
+
+class Run(dict[str, list[str]]):
+    """A run ``{query_id: [doc_id, ...]}`` that remembers how it was ordered.
+
+    ``ordering`` is recorded in every report computed from it; ``scores`` keeps each
+    query's ``{doc_id: score}`` when the run came from a scored file.
+    """
+
+    def __init__(
+        self,
+        data: Mapping[str, list[str]] | None = None,
+        *,
+        ordering: str = "list order",
+        scores: dict[str, dict[str, float]] | None = None,
+    ) -> None:
+        super().__init__(data or {})
+        self.ordering = ordering
+        self.scores: dict[str, dict[str, float]] = scores or {}
+
+
+def _fields(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    for lineno, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        yield lineno, stripped.split()
+
+
+def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
+    with open(path, encoding="utf-8") as fh:
+        yield from _fields(fh)
+
+
+def read_trec_qrels(path: PathLike) -> dict[str, dict[str, int]]:
+    """Read a TREC qrels file into ``{query_id: {doc_id: grade}}``.
+
+    Raises :class:`~ragmeter.errors.DataFormatError` naming the file and line for a line
+    that does not have 4 columns or whose grade is not an integer.
+    """
+    qrels: dict[str, dict[str, int]] = {}
+    for lineno, fields in _lines(path):
+        if len(fields) != 4:
+            raise DataFormatError(
+                f"a qrels line needs 4 columns 'query_id iteration doc_id grade', got {len(fields)}",
+                path=str(path),
+                line=lineno,
+            )
+        qid, _, doc, grade = fields
+        try:
+            value = int(grade)
+        except ValueError:
+            try:
+                as_float = float(grade)
+            except ValueError:
+                as_float = float("nan")
+            if as_float != as_float or not as_float.is_integer():
+                raise DataFormatError(
+                    f"grade must be an integer, got {grade!r} (query {qid!r}, doc {doc!r})",
+                    path=str(path),
+                    line=lineno,
+                ) from None
+            value = int(as_float)
+        qrels.setdefault(qid, {})[doc] = value
+    return qrels
+
+
+def read_trec_run(path: PathLike) -> Run:
+    """Read a TREC run file into a :class:`Run`, in trec_eval's order.
+
+    Raises :class:`~ragmeter.errors.DataFormatError` (file and line) for a line with fewer
+    than 5 columns, a score that is not a number, or a doc listed twice for one query.
+    """
+    with open(path, encoding="utf-8") as fh:
+        return parse_trec_run(fh, source=str(path))
+
+
+def parse_trec_run(lines: Iterable[str], *, source: str = "<run>") -> Run:
+    """Parse TREC run lines (any iterable of strings) like :func:`read_trec_run`."""
+    path = source
+    scored: dict[str, dict[str, float]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    for lineno, fields in _fields(lines):
+        if len(fields) < 5:
+            raise DataFormatError(
+                "a run line needs at least 5 columns 'query_id Q0 doc_id rank score [tag]', "
+                f"got {len(fields)}",
+                path=str(path),
+                line=lineno,
+            )
+        qid, _, doc, _, score = fields[:5]
+        try:
+            value = float(score)
+        except ValueError:
+            raise DataFormatError(
+                f"score must be a number, got {score!r} (query {qid!r}, doc {doc!r})",
+                path=str(path),
+                line=lineno,
+            ) from None
+        docs = scored.setdefault(qid, {})
+        if doc in docs:
+            raise DataFormatError(
+                f"doc {doc!r} is listed twice for query {qid!r} (first on line "
+                f"{first_line[(qid, doc)]}); a ranking lists each doc once",
+                path=str(path),
+                line=lineno,
+            )
+        docs[doc] = value
+        first_line[(qid, doc)] = lineno
+    run = Run(ordering=TREC_ORDERING, scores=scored)
+    for qid, docs in scored.items():
+        run[qid] = sorted(docs, key=lambda d: (docs[d], d), reverse=True)
+    return run
+
+
+def _open_out(path: PathLike | IO[str]) -> tuple[IO[str], bool]:
+    if hasattr(path, "write"):
+        return path, False  # type: ignore[return-value]
+    target = Path(path)  # type: ignore[arg-type]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return open(target, "w", encoding="utf-8"), True
+
+
+def write_trec_run(
+    run: Mapping[str, Sequence[str]],
+    path: PathLike | IO[str],
+    *,
+    tag: str = "ragmeter",
+    scores: Mapping[str, Mapping[str, float]] | None = None,
+) -> None:
+    """Write ``run`` as a TREC run file that trec_eval reads back in the same order.
+
+    Without ``scores`` (or when ``run`` is a :class:`Run` carrying none), each doc's score
+    is ``n - rank``, strictly decreasing, so trec_eval's re-sorting keeps the list order.
+    """
+    if scores is None:
+        scores = getattr(run, "scores", None) or None
+    fh, close = _open_out(path)
+    try:
+        for qid, docs in run.items():
+            n = len(docs)
+            qscores = scores.get(qid) if scores else None
+            for i, doc in enumerate(docs):
+                value: Any = qscores[doc] if qscores and doc in qscores else n - i
+                fh.write(f"{qid} Q0 {doc} {i + 1} {value} {tag}\n")
+    finally:
+        if close:
+            fh.close()
+
+
+def write_trec_qrels(qrels: Mapping[str, Mapping[str, float]], path: PathLike | IO[str]) -> None:
+    """Write ``{query_id: {doc_id: grade}}`` as a TREC qrels file (grades as integers)."""
+    fh, close = _open_out(path)
+    try:
+        for qid, judgements in qrels.items():
+            for doc, grade in judgements.items():
+                g = int(grade) if float(grade).is_integer() else grade
+                fh.write(f"{qid} 0 {doc} {g}\n")
+    finally:
+        if close:
+            fh.close()
+
+
+def iter_pairs(qrels: Mapping[str, Mapping[str, float]]) -> Iterable[tuple[str, str, float]]:
+    """Yield ``(query_id, doc_id, grade)`` triples."""
+    for qid, judgements in qrels.items():
+        for doc, grade in judgements.items():
+            yield qid, doc, grade

@@ -1,0 +1,1 @@
+"""Metric families: ranking primitives and the retrieval registry (answer metrics alongside)."""

@@ -1,0 +1,233 @@
+"""The retrieval metric registry: bare names (``"ndcg"``) to metric objects.
+
+A metric object has a ``name`` and ``evaluate(judgements, ranked, k) -> float`` (one query,
+one cut-off). The six built-ins are registered here; :func:`ragmeter.evaluate_run` computes
+them in one fused pass per query and calls ``evaluate`` for anything registered by the user.
+``"ndcg@10"`` is a *result key*, never a registry name.
+
+>>> available_metrics()
+('hit_rate', 'map', 'mrr', 'ndcg', 'precision', 'recall')
+>>> get_metric("recall")
+Recall()
+>>> get_metric("recall@5")
+Traceback (most recent call last):
+...
+ragmeter.errors.UnknownMetricError: no metric named 'recall@5'. Available: hit_rate, map, mrr, ndcg, precision, recall. Registry names are bare: pass 'recall' and choose the cut-off with k / k_values ('metric@k' exists only as a result key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ragmeter.errors import InvalidInputError, UnknownMetricError
+from ragmeter.metrics import ranking
+
+__all__ = [
+    "BUILTIN_METRICS",
+    "METRICS",
+    "RETRIEVAL_METRICS",
+    "MetricRegistry",
+    "RetrievalMetric",
+    "available_metrics",
+    "get_metric",
+]
+
+
+@runtime_checkable
+class RetrievalMetric(Protocol):
+    """What a registered metric provides: a bare ``name`` and a per-query score."""
+
+    name: str
+
+    def evaluate(self, judgements: Mapping[str, float], ranked: Sequence[str], k: int) -> float:
+        """Score one query's ``ranked`` doc ids against its ``judgements`` at cut-off ``k``."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    """A built-in metric; ``evaluate_run`` computes these in its fused kernel."""
+
+    name: ClassVar[str] = ""
+    higher_is_better: ClassVar[bool] = True
+    fn: ClassVar[Callable[..., float]]
+
+    def evaluate(self, judgements: Mapping[str, float], ranked: Sequence[str], k: int) -> float:
+        """Score one query at cut-off ``k`` (see :mod:`ragmeter.metrics.ranking`)."""
+        return type(self).fn(ranked, judgements, k)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+@dataclass(frozen=True, repr=False)
+class NDCG(_Builtin):
+    """Graded NDCG@k with linear gain, trec_eval ``ndcg_cut_k``."""
+
+    name: ClassVar[str] = "ndcg"
+    fn = staticmethod(ranking.ndcg_at_k)
+
+
+@dataclass(frozen=True, repr=False)
+class Recall(_Builtin):
+    """Recall@k, trec_eval ``recall_k``."""
+
+    name: ClassVar[str] = "recall"
+    fn = staticmethod(ranking.recall_at_k)
+
+
+@dataclass(frozen=True, repr=False)
+class Precision(_Builtin):
+    """Precision@k dividing by k, trec_eval ``P_k``."""
+
+    name: ClassVar[str] = "precision"
+    fn = staticmethod(ranking.precision_at_k)
+
+
+@dataclass(frozen=True, repr=False)
+class MRR(_Builtin):
+    """Reciprocal rank of the first relevant doc within k (``recip_rank`` when uncut)."""
+
+    name: ClassVar[str] = "mrr"
+    fn = staticmethod(ranking.reciprocal_rank)
+
+
+@dataclass(frozen=True, repr=False)
+class MAP(_Builtin):
+    """Average precision within k over all relevant docs, trec_eval ``map_cut_k``."""
+
+    name: ClassVar[str] = "map"
+    fn = staticmethod(ranking.average_precision)
+
+
+@dataclass(frozen=True, repr=False)
+class HitRate(_Builtin):
+    """1.0 if any relevant doc is in the top k, trec_eval ``success_k``."""
+
+    name: ClassVar[str] = "hit_rate"
+    fn = staticmethod(ranking.hit_rate_at_k)
+
+
+class _FunctionMetric:
+    """Wraps a plain ``fn(judgements, ranked, k) -> float`` as a metric object."""
+
+    def __init__(self, name: str, fn: Callable[[Mapping[str, float], Sequence[str], int], float]):
+        self.name = name
+        self._fn = fn
+
+    def evaluate(self, judgements: Mapping[str, float], ranked: Sequence[str], k: int) -> float:
+        return float(self._fn(judgements, ranked, k))
+
+    def __repr__(self) -> str:
+        return f"FunctionMetric({self.name!r})"
+
+
+class MetricRegistry(Mapping[str, RetrievalMetric]):
+    """A name -> metric mapping that user code can extend with :meth:`register`.
+
+    >>> reg = MetricRegistry()
+    >>> @reg.register("first_is_relevant")
+    ... def first(judgements, ranked, k):
+    ...     return 1.0 if ranked[:1] and judgements.get(ranked[0], 0) > 0 else 0.0
+    >>> reg["first_is_relevant"].evaluate({"d": 1}, ["d"], 1)
+    1.0
+    """
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, RetrievalMetric] = {}
+
+    def register(self, name_or_metric: Any, metric: Any = None, *, replace: bool = False) -> Any:
+        """Register a metric.
+
+        ``register(obj)`` registers an object with ``name`` and ``evaluate``;
+        ``register("name", obj)`` registers ``obj`` (an instance, a class built with no
+        arguments, or a function ``(judgements, ranked, k) -> float``) under ``name``;
+        ``register("name")`` returns a decorator that does the same. Re-registering a
+        taken name raises unless ``replace=True``. Returns what was decorated.
+        """
+        if isinstance(name_or_metric, str):
+            name = name_or_metric
+            if metric is None:
+
+                def decorator(obj: Any) -> Any:
+                    self._add(name, obj, replace)
+                    return obj
+
+                return decorator
+            self._add(name, metric, replace)
+            return metric
+        obj = name_or_metric
+        name = getattr(obj, "name", None)
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(
+                f"cannot register {obj!r}: it has no string 'name'; use METRICS.register('name', obj)"
+            )
+        self._add(name, obj, replace)
+        return obj
+
+    def _add(self, name: str, obj: Any, replace: bool) -> None:
+        if not name or "@" in name:
+            raise InvalidInputError(
+                f"metric name must be a non-empty bare name without '@', got {name!r}"
+            )
+        if name in self._metrics and not replace:
+            raise InvalidInputError(
+                f"a metric named {name!r} is already registered; pass replace=True to override it"
+            )
+        if isinstance(obj, type):
+            obj = obj()
+        if not hasattr(obj, "evaluate"):
+            if not callable(obj):
+                raise InvalidInputError(
+                    f"cannot register {obj!r} as {name!r}: need an object with "
+                    "evaluate(judgements, ranked, k) or a function of those arguments"
+                )
+            obj = _FunctionMetric(name, obj)
+        self._metrics[name] = obj
+
+    def unregister(self, name: str) -> None:
+        """Remove a user-registered metric (built-ins cannot be removed)."""
+        if name in BUILTIN_METRICS:
+            raise InvalidInputError(f"{name!r} is a built-in metric and cannot be unregistered")
+        self.get_metric(name)
+        del self._metrics[name]
+
+    def get_metric(self, name: str) -> RetrievalMetric:
+        """The metric registered as ``name``; :class:`UnknownMetricError` otherwise."""
+        try:
+            return self._metrics[name]
+        except (KeyError, TypeError):
+            raise UnknownMetricError(name, self._metrics) from None
+
+    def __getitem__(self, name: str) -> RetrievalMetric:
+        return self.get_metric(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._metrics))
+
+    def __len__(self) -> int:
+        return len(self._metrics)
+
+    def names(self) -> tuple[str, ...]:
+        """Registered names, sorted."""
+        return tuple(sorted(self._metrics))
+
+
+BUILTIN_METRICS: tuple[str, ...] = ("hit_rate", "map", "mrr", "ndcg", "precision", "recall")
+
+METRICS = MetricRegistry()
+for _cls in (HitRate, MAP, MRR, NDCG, Precision, Recall):
+    METRICS.register(_cls.name, _cls)
+RETRIEVAL_METRICS = METRICS
+
+
+def available_metrics() -> tuple[str, ...]:
+    """The registered retrieval metric names, sorted."""
+    return METRICS.names()
+
+
+def get_metric(name: str) -> RetrievalMetric:
+    """The registered metric ``name`` (bare, no ``@k``); :class:`UnknownMetricError` if none."""
+    return METRICS.get_metric(name)

@@ -1,0 +1,193 @@
+"""The one sample schema: :class:`RagSample`, what every adapter fills and every RAG metric reads.
+
+Field names match Ragas' ``SingleTurnSample`` (``user_input``, ``response``,
+``retrieved_contexts``, ``reference``, ``reference_contexts``), plus what retrieval
+scoring and operations need. rag-eval's JSONL names are accepted too (``question``,
+``answer``, ``context``, ``golden_documents``, ``retrieved``), so rag-eval files load
+unchanged. Unknown keys are kept in ``metadata`` (never dropped). Validation errors name
+the field.
+
+>>> s = RagSample(question="capital of France?", answer="Paris", context=["Paris is..."])
+>>> s.user_input, s.response, s.retrieved_contexts
+('capital of France?', 'Paris', ['Paris is...'])
+>>> RagSample(user_input="q", retrieved_ids=["d1", "d2"], reference_ids=["d2"]).relevance_map()
+{'d2': 1}
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ragmeter.errors import InvalidInputError
+from ragmeter.spans import GoldSpan, Span
+
+__all__ = ["RAG_EVAL_ALIASES", "RagSample", "SampleLike", "coerce_sample", "samples_to_qrels", "samples_to_run"]
+
+RAG_EVAL_ALIASES: dict[str, str] = {
+    "question": "user_input",
+    "answer": "response",
+    "context": "retrieved_contexts",
+    "golden_documents": "reference_contexts",
+    "retrieved": "retrieved_texts",
+}
+"""rag-eval JSONL field name -> RagSample field name."""
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class RagSample(BaseModel):
+    """One end-to-end RAG interaction: the unit :func:`ragmeter.evaluate_rag` scores.
+
+    Every field but ``id`` is optional; a metric declares which fields it needs and skips
+    samples that lack them (counted in the report's ``coverage``).
+    """
+
+    model_config = ConfigDict(populate_by_name=True, validate_assignment=True, extra="forbid")
+
+    id: str = Field(default_factory=_new_id, description="Sample id; generated (uuid4 hex) when absent.")
+    user_input: str | None = Field(None, description="The user's question (rag-eval: question).")
+    response: str | None = Field(None, description="The generated answer (rag-eval: answer).")
+    retrieved_contexts: list[str] | None = Field(
+        None, description="Context texts handed to the generator, in order (rag-eval: context)."
+    )
+    reference: str | None = Field(None, description="The ground-truth answer.")
+    references: list[str] | None = Field(
+        None, description="Further acceptable answers; answer metrics take the max over all."
+    )
+    reference_contexts: list[str] | None = Field(
+        None, description="Ground-truth context texts (rag-eval: golden_documents)."
+    )
+    retrieved_ids: list[str] | None = Field(None, description="Retrieved doc ids, best first.")
+    retrieved_texts: list[str] | None = Field(
+        None, description="Retrieved chunk texts, best first (rag-eval: retrieved)."
+    )
+    reference_ids: list[str] | None = Field(None, description="Relevant doc ids (binary relevance).")
+    relevance: dict[str, float] | None = Field(
+        None, description="Graded relevance {doc_id: grade}; wins over reference_ids."
+    )
+    latency_ms: float | None = Field(None, ge=0, description="Wall-clock latency, milliseconds.")
+    input_tokens: int | None = Field(None, ge=0, description="Prompt tokens reported by the model.")
+    output_tokens: int | None = Field(None, ge=0, description="Completion tokens reported by the model.")
+    gold_spans: list[GoldSpan] | None = Field(None, description="Gold evidence as character spans.")
+    retrieved_spans: list[Span] | None = Field(
+        None, description="Character spans of the retrieved chunks, best first."
+    )
+    error: str | None = Field(None, description="The pipeline's error, if the run failed.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Tags, capture notes, extra keys.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_aliases(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        out: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        fields = cls.model_fields
+        for key, value in data.items():
+            target = RAG_EVAL_ALIASES.get(key, key)
+            if target in fields:
+                if target in out and key != target:
+                    if out[target] != value:
+                        raise ValueError(
+                            f"both {key!r} and {target!r} are given with different values; "
+                            f"{key!r} is rag-eval's name for {target!r}, give one"
+                        )
+                    continue
+                out[target] = value
+            else:
+                extra[str(key)] = value
+        if out.get("id") is None:
+            out.pop("id", None)
+        else:
+            out["id"] = str(out["id"])
+        if extra:
+            meta = dict(out.get("metadata") or {})
+            for k, v in extra.items():
+                meta.setdefault(k, v)
+            out["metadata"] = meta
+        return out
+
+    @field_validator("relevance")
+    @classmethod
+    def _finite_grades(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None:
+            for doc, grade in value.items():
+                if grade != grade:
+                    raise ValueError(f"grade of doc {doc!r} is NaN")
+        return value
+
+    def relevance_map(self) -> dict[str, float] | None:
+        """The sample's qrels row: ``relevance``, else ``{id: 1}`` per ``reference_ids``, else ``None``."""
+        if self.relevance is not None:
+            return dict(self.relevance)
+        if self.reference_ids is not None:
+            return {d: 1 for d in self.reference_ids}
+        return None
+
+    def all_references(self) -> list[str]:
+        """``reference`` followed by ``references``, without ``None``."""
+        refs = [self.reference] if self.reference is not None else []
+        return refs + list(self.references or [])
+
+
+SampleLike = RagSample | Mapping[str, Any]
+
+
+def coerce_sample(sample: SampleLike, *, index: int | None = None) -> RagSample:
+    """Return ``sample`` as a :class:`RagSample`, validating a mapping.
+
+    A mapping that does not validate raises :class:`~ragmeter.errors.InvalidInputError`
+    naming the sample (index and id) and each bad field.
+    """
+    if isinstance(sample, RagSample):
+        return sample
+    if not isinstance(sample, Mapping):
+        where = f"sample {index}" if index is not None else "sample"
+        raise InvalidInputError(f"{where} must be a RagSample or a mapping, got {type(sample).__name__}")
+    try:
+        return RagSample.model_validate(sample)
+    except Exception as exc:  # pydantic.ValidationError
+        raise InvalidInputError(_describe(exc, sample, index)) from None
+
+
+def _describe(exc: Exception, sample: Mapping[str, Any], index: int | None) -> str:
+    where = "sample"
+    if index is not None:
+        where += f" {index}"
+    if sample.get("id") is not None:
+        where += f" (id {sample.get('id')!r})"
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "<sample>"
+            parts.append(f"field {loc!r}: {err.get('msg')}")
+        return f"{where}: " + "; ".join(parts)
+    return f"{where}: {exc}"
+
+
+def samples_to_run(samples: Iterable[SampleLike]) -> dict[str, list[str]]:
+    """``{sample_id: retrieved_ids}`` for samples that carry ``retrieved_ids``."""
+    run: dict[str, list[str]] = {}
+    for i, s in enumerate(samples):
+        sample = coerce_sample(s, index=i)
+        if sample.retrieved_ids is not None:
+            run[sample.id] = list(sample.retrieved_ids)
+    return run
+
+
+def samples_to_qrels(samples: Sequence[SampleLike] | Iterable[SampleLike]) -> dict[str, dict[str, float]]:
+    """``{sample_id: relevance_map}`` for samples that carry relevance or reference ids."""
+    qrels: dict[str, dict[str, float]] = {}
+    for i, s in enumerate(samples):
+        sample = coerce_sample(s, index=i)
+        rel = sample.relevance_map()
+        if rel is not None:
+            qrels[sample.id] = rel
+    return qrels
