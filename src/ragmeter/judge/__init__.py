@@ -1,0 +1,51 @@
+"""LLM-judged metrics with any framework's model as the judge: cached, bounded, honest."""
+
+from ragmeter.judge.cache import JudgeCache, cache_key, default_cache_path
+from ragmeter.judge.metrics import (
+    AnswerRelevancy,
+    Correctness,
+    Faithfulness,
+    JudgeMetric,
+    VerdictError,
+    parse_verdict,
+)
+from ragmeter.judge.protocol import (
+    FunctionJudge,
+    Judge,
+    JudgeReply,
+    Message,
+    TransientJudgeError,
+    is_transient,
+)
+from ragmeter.judge.runner import (
+    JudgeEstimate,
+    JudgeOptions,
+    JudgeRun,
+    arun_judges,
+    estimate_judges,
+    run_judges,
+)
+
+__all__ = [
+    "AnswerRelevancy",
+    "Correctness",
+    "Faithfulness",
+    "FunctionJudge",
+    "Judge",
+    "JudgeCache",
+    "JudgeEstimate",
+    "JudgeMetric",
+    "JudgeOptions",
+    "JudgeReply",
+    "JudgeRun",
+    "Message",
+    "TransientJudgeError",
+    "VerdictError",
+    "arun_judges",
+    "cache_key",
+    "default_cache_path",
+    "estimate_judges",
+    "is_transient",
+    "parse_verdict",
+    "run_judges",
+]

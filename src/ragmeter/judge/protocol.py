@@ -1,0 +1,119 @@
+"""The judge contract: chat messages in, text out (plus optional token usage).
+
+A judge is *the model the user already has*, wrapped by an adapter
+(``ragmeter_langchain.judge(chat_model)``, ``ragmeter_llamaindex.judge(llm)``,
+``ragmeter_haystack.judge(chat_generator)``) or by :class:`FunctionJudge` around any
+async or sync function. ``identity`` names the model and its sampling settings; it is
+part of every cache key, so changing model or temperature never reuses a stale verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "FunctionJudge",
+    "Judge",
+    "JudgeReply",
+    "Message",
+    "TransientJudgeError",
+    "is_transient",
+]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message: ``role`` is ``"system"``, ``"user"`` or ``"assistant"``."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """What a judge answered, with token usage when the model reported it."""
+
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Anything with an ``identity`` and an async ``complete(messages) -> JudgeReply``."""
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        """Model identity and sampling settings (JSON-ready), part of the cache key."""
+        ...
+
+    async def complete(self, messages: Sequence[Message]) -> JudgeReply:
+        """Answer the chat ``messages``."""
+        ...
+
+
+class TransientJudgeError(Exception):
+    """Raise from a judge for an error worth retrying (rate limit, timeout, 5xx)."""
+
+
+_TRANSIENT_NAMES = (
+    "ratelimit",
+    "timeout",
+    "serviceunavailable",
+    "apiconnection",
+    "internalserver",
+    "overloaded",
+    "tryagain",
+)
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors a retry may cure: :class:`TransientJudgeError`, timeouts, connection
+    errors, provider errors named like rate-limit/timeout/overloaded, HTTP 408/429/5xx.
+
+    >>> is_transient(TransientJudgeError()), is_transient(ValueError("bad prompt"))
+    (True, False)
+    """
+    if isinstance(exc, (TransientJudgeError, asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
+    if isinstance(status, int) and status in _TRANSIENT_STATUS:
+        return True
+    name = type(exc).__name__.lower()
+    return any(marker in name for marker in _TRANSIENT_NAMES)
+
+
+@dataclass
+class FunctionJudge:
+    """A judge around a plain function ``messages -> str | JudgeReply`` (sync or async).
+
+    Sync functions run in a worker thread so they never block the event loop.
+
+    >>> j = FunctionJudge(lambda msgs: '{"score": 1}', model="always-one")
+    >>> asyncio.run(j.complete([Message("user", "hi")])).text
+    '{"score": 1}'
+    """
+
+    fn: Callable[[Sequence[Message]], str | JudgeReply | Awaitable[str | JudgeReply]]
+    model: str = "function"
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        """``{"model": ..., **settings}``."""
+        return {"model": self.model, **self.settings}
+
+    async def complete(self, messages: Sequence[Message]) -> JudgeReply:
+        """Call the function (in a thread when it is synchronous)."""
+        if inspect.iscoroutinefunction(self.fn):
+            out = await self.fn(messages)
+        else:
+            out = await asyncio.to_thread(self.fn, messages)
+            if inspect.isawaitable(out):
+                out = await out
+        return out if isinstance(out, JudgeReply) else JudgeReply(text=str(out))

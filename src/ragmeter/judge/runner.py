@@ -1,0 +1,311 @@
+"""Bounded, cached, budgeted execution of judge metrics over samples.
+
+* **Bounded**: at most ``concurrency`` calls in flight, an optional requests-per-minute
+  limit, a per-call ``timeout``; transient errors (rate limits, timeouts, 5xx: see
+  :func:`~ragmeter.judge.protocol.is_transient`) are retried with exponential backoff,
+  other errors are not.
+* **Honest**: a call that fails for good, or a reply that is not a valid verdict, gives the
+  sample ``None`` for that metric with the reason recorded; never NaN, never dropped.
+* **Cached**: replies are stored in a :class:`~ragmeter.judge.cache.JudgeCache`; a re-run is
+  served from it (``cache_hits``) and sends nothing (``calls``).
+* **Budgeted**: ``max_calls`` / ``max_tokens`` stop the run cleanly: no new call starts
+  past the budget, the rest get ``None`` with reason ``"budget exhausted"`` and the result
+  is marked ``incomplete``. :func:`estimate_judges` is the dry run.
+* **Cancellable**: cancelling the run cancels every call in flight and waits for them, so
+  no background task outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragmeter.errors import InvalidInputError
+from ragmeter.judge.cache import JudgeCache, cache_key
+from ragmeter.judge.metrics import JudgeMetric, VerdictError
+from ragmeter.judge.protocol import JudgeReply, Message, is_transient
+from ragmeter.schema import RagSample
+
+__all__ = [
+    "JudgeEstimate",
+    "JudgeOptions",
+    "JudgeRun",
+    "arun_judges",
+    "estimate_judges",
+    "run_judges",
+]
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """Execution limits for judge calls (all optional but ``concurrency``)."""
+
+    concurrency: int = 8
+    requests_per_minute: float | None = None
+    timeout: float | None = 60.0
+    retries: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 20.0
+    max_calls: int | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise InvalidInputError(f"concurrency must be >= 1, got {self.concurrency!r}")
+        if self.retries < 0:
+            raise InvalidInputError(f"retries must be >= 0, got {self.retries!r}")
+        if self.requests_per_minute is not None and self.requests_per_minute <= 0:
+            raise InvalidInputError(
+                f"requests_per_minute must be > 0, got {self.requests_per_minute!r}"
+            )
+
+
+@dataclass
+class JudgeEstimate:
+    """What a run would cost before anything is spent (``tokens`` ~ characters / 4)."""
+
+    calls: int
+    cached: int
+    input_tokens: int
+    samples: int
+    metrics: list[str]
+
+
+@dataclass
+class JudgeRun:
+    """Per-sample judge scores and what it took to get them."""
+
+    scores: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    reasons: dict[str, dict[str, str]] = field(default_factory=dict)
+    spread: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    incomplete: bool = False
+    stop_reason: str | None = None
+
+
+@dataclass
+class _Job:
+    sample_id: str
+    metric: JudgeMetric
+    repeat: int
+    messages: list[Message]
+    key: str
+    reply: JudgeReply | None = None
+    error: str | None = None
+
+
+def _plan(
+    samples: Sequence[RagSample], metrics: Sequence[JudgeMetric]
+) -> tuple[list[_Job], dict[str, dict[str, str]]]:
+    jobs: list[_Job] = []
+    skipped: dict[str, dict[str, str]] = {}
+    for sample in samples:
+        for metric in metrics:
+            if not metric.applies_to(sample):
+                need = ", ".join(sorted(metric.needs))
+                skipped.setdefault(sample.id, {})[metric.name] = f"sample lacks one of: {need}"
+                continue
+            messages = metric.messages(sample)
+            for r in range(metric.repeats):
+                key = cache_key(
+                    metric.name, metric.version, messages, dict(metric.judge.identity), r
+                )
+                jobs.append(_Job(sample.id, metric, r, messages, key))
+    return jobs, skipped
+
+
+def _estimate_tokens(messages: Sequence[Message]) -> int:
+    return sum(math.ceil(len(m.content) / 4) + 4 for m in messages)
+
+
+def estimate_judges(
+    samples: Sequence[RagSample], metrics: Sequence[JudgeMetric], *, cache: JudgeCache | None = None
+) -> JudgeEstimate:
+    """Dry run: how many calls (and roughly how many input tokens) a run would send."""
+    jobs, _ = _plan(samples, metrics)
+    cached = sum(1 for j in jobs if cache is not None and cache.get(j.key) is not None)
+    to_send = [j for j in jobs if cache is None or cache.get(j.key) is None]
+    return JudgeEstimate(
+        calls=len(to_send),
+        cached=cached,
+        input_tokens=sum(_estimate_tokens(j.messages) for j in to_send),
+        samples=len(samples),
+        metrics=[m.name for m in metrics],
+    )
+
+
+class _Limiter:
+    def __init__(self, rpm: float | None) -> None:
+        self._interval = 60.0 / rpm if rpm else 0.0
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        if not self._interval:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            delay = self._next - now
+            self._next = max(now, self._next) + self._interval
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+async def arun_judges(
+    samples: Sequence[RagSample],
+    metrics: Sequence[JudgeMetric],
+    *,
+    cache: JudgeCache | None = None,
+    options: JudgeOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> JudgeRun:
+    """Score ``samples`` with judge ``metrics`` (async). See the module docstring."""
+    opts = options or JudgeOptions()
+    jobs, skipped = _plan(samples, metrics)
+    run = JudgeRun()
+    for sid, reasons in skipped.items():
+        for name, why in reasons.items():
+            run.scores.setdefault(sid, {})[name] = None
+            run.reasons.setdefault(sid, {})[name] = why
+    pending: list[_Job] = []
+    for job in jobs:
+        hit = cache.get(job.key) if cache is not None else None
+        if hit is not None:
+            job.reply = hit
+            run.cache_hits += 1
+        else:
+            pending.append(job)
+
+    sem = asyncio.Semaphore(opts.concurrency)
+    limiter = _Limiter(opts.requests_per_minute)
+    done = len(jobs) - len(pending)
+    total = len(jobs)
+    if progress:
+        progress(done, total)
+
+    def over_budget() -> bool:
+        if opts.max_calls is not None and run.calls >= opts.max_calls:
+            run.stop_reason = f"call budget of {opts.max_calls} reached"
+            return True
+        used = run.input_tokens + run.output_tokens
+        if opts.max_tokens is not None and used >= opts.max_tokens:
+            run.stop_reason = f"token budget of {opts.max_tokens} reached ({used} used)"
+            return True
+        return False
+
+    async def one(job: _Job) -> None:
+        nonlocal done
+        async with sem:
+            for attempt in range(opts.retries + 1):
+                if over_budget():
+                    run.incomplete = True
+                    job.error = "budget exhausted"
+                    break
+                await limiter.wait()
+                run.calls += 1
+                try:
+                    coro = job.metric.judge.complete(job.messages)
+                    reply = await (asyncio.wait_for(coro, opts.timeout) if opts.timeout else coro)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    if is_transient(exc) and attempt < opts.retries:
+                        await asyncio.sleep(min(opts.max_backoff, opts.backoff * 2**attempt))
+                        continue
+                    kind = (
+                        "timed out"
+                        if isinstance(exc, (asyncio.TimeoutError, TimeoutError))
+                        else f"raised {exc!r}"
+                    )
+                    job.error = f"judge {kind} after {attempt + 1} attempt(s)"
+                    break
+                job.reply = reply
+                run.input_tokens += reply.input_tokens or 0
+                run.output_tokens += reply.output_tokens or 0
+                if cache is not None:
+                    cache.put(job.key, reply)
+                break
+        done += 1
+        if progress:
+            progress(done, total)
+
+    tasks = [asyncio.ensure_future(one(job)) for job in pending]
+    try:
+        if tasks:
+            await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+    _collect(jobs, run)
+    return run
+
+
+def _collect(jobs: Sequence[_Job], run: JudgeRun) -> None:
+    grouped: dict[tuple[str, str], list[_Job]] = {}
+    for job in jobs:
+        grouped.setdefault((job.sample_id, job.metric.name), []).append(job)
+    for (sid, name), group in grouped.items():
+        values: list[float] = []
+        errors: list[str] = []
+        for job in group:
+            if job.reply is None:
+                errors.append(job.error or "not run")
+                continue
+            try:
+                values.append(job.metric.parse(job.reply.text))
+            except VerdictError as exc:
+                errors.append(f"unparseable verdict: {exc}")
+        row = run.scores.setdefault(sid, {})
+        if values:
+            mean = math.fsum(values) / len(values)
+            row[name] = mean
+            if len(group) > 1:
+                var = math.fsum((v - mean) ** 2 for v in values) / len(values)
+                run.spread.setdefault(sid, {})[name] = {
+                    "n": float(len(values)),
+                    "std": math.sqrt(var),
+                    "min": min(values),
+                    "max": max(values),
+                }
+        else:
+            row[name] = None
+        if errors:
+            run.reasons.setdefault(sid, {})[name] = "; ".join(sorted(set(errors)))
+
+
+def run_judges(
+    samples: Sequence[RagSample],
+    metrics: Sequence[JudgeMetric],
+    **kwargs: Any,
+) -> JudgeRun:
+    """Synchronous :func:`arun_judges`; works inside a running event loop (uses a thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun_judges(samples, metrics, **kwargs))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["run"] = asyncio.run(arun_judges(samples, metrics, **kwargs))
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="ragmeter-judges")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    result: JudgeRun = box["run"]
+    return result
