@@ -50,16 +50,16 @@ from ragmeter.report import (
 )
 
 __all__ = [
-    "METRICS",
-    "RETRIEVAL_METRICS",
     "Conventions",
     "DataFormatError",
     "DistributionSummary",
     "DuplicateDocumentError",
     "InvalidInputError",
+    "METRICS",
     "MetricRegistry",
     "MissingDependencyError",
     "NoScorableQueriesError",
+    "RETRIEVAL_METRICS",
     "RagEvalReport",
     "RagmeterError",
     "RetrievalEvalReport",
