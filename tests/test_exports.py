@@ -8,8 +8,16 @@ import sys
 import ragmeter
 
 
+def _isort_key(name: str) -> tuple[int, str]:
+    # The order ruff's RUF022 keeps: CONSTANTS, then Classes, then functions and dunders.
+    if name.isupper():
+        return (0, name)
+    return (1, name) if name[0].isupper() else (2, name)
+
+
 def test_all_is_sorted_and_resolves() -> None:
-    assert ragmeter.__all__ == sorted(ragmeter.__all__)
+    assert ragmeter.__all__ == sorted(ragmeter.__all__, key=_isort_key)
+    assert len(set(ragmeter.__all__)) == len(ragmeter.__all__)
     for name in ragmeter.__all__:
         assert hasattr(ragmeter, name), name
 
