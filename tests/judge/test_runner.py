@@ -56,8 +56,14 @@ def _score_from_prompt(messages: Sequence[Message]) -> str:
 class CountingJudge:
     """An async judge that counts calls and can fail in scripted ways."""
 
-    def __init__(self, *, fail_first: int = 0, exc: type[Exception] = TransientJudgeError,
-                 delay: float = 0.0, reply: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        fail_first: int = 0,
+        exc: type[Exception] = TransientJudgeError,
+        delay: float = 0.0,
+        reply: str | None = None,
+    ) -> None:
         self.calls = 0
         self.fail_first = fail_first
         self.exc = exc
@@ -101,7 +107,9 @@ def test_garbage_reply_is_none_with_reason_never_nan() -> None:
     assert "unparseable verdict" in run.reasons["s0"]["judge_answer_relevancy"]
 
 
-@pytest.mark.parametrize("text", ["1.5", '{"score": -0.1}', '{"reason": "x"}', "NaN", "true", '"0.5"'])
+@pytest.mark.parametrize(
+    "text", ["1.5", '{"score": -0.1}', '{"reason": "x"}', "NaN", "true", '"0.5"']
+)
 def test_parse_verdict_rejects_out_of_range_and_non_numbers(text: str) -> None:
     with pytest.raises(VerdictError):
         parse_verdict(text)
@@ -147,7 +155,8 @@ def test_retries_exhausted_gives_none_with_reason() -> None:
 def test_timeout_is_enforced() -> None:
     judge = CountingJudge(delay=5.0)
     run = run_judges(
-        _samples(1), [Faithfulness(judge=judge)],
+        _samples(1),
+        [Faithfulness(judge=judge)],
         options=JudgeOptions(timeout=0.05, retries=1, backoff=0.001),
     )
     assert run.scores["s0"]["judge_faithfulness"] is None
@@ -173,7 +182,9 @@ def test_cache_serves_a_rerun_entirely(tmp_path: Path) -> None:
 
 def test_cache_key_changes_with_model_identity(tmp_path: Path) -> None:
     cache = JudgeCache(tmp_path / "c.sqlite")
-    run_judges(_samples(2), [Faithfulness(judge=FunctionJudge(_score_from_prompt, model="a"))], cache=cache)
+    run_judges(
+        _samples(2), [Faithfulness(judge=FunctionJudge(_score_from_prompt, model="a"))], cache=cache
+    )
     other = run_judges(
         _samples(2), [Faithfulness(judge=FunctionJudge(_score_from_prompt, model="b"))], cache=cache
     )
@@ -187,15 +198,21 @@ def test_cache_hits_across_processes(tmp_path: Path) -> None:
         import json
         from ragmeter.judge import Faithfulness, FunctionJudge, JudgeCache, run_judges
         from ragmeter.schema import RagSample
-        samples = [RagSample(id=f"s{{i}}", response=f"a{{i}}", retrieved_contexts=["c"]) for i in range(4)]
+        samples = [
+            RagSample(id=f"s{{i}}", response=f"a{{i}}", retrieved_contexts=["c"])
+            for i in range(4)
+        ]
         judge = FunctionJudge(lambda m: '{{"score": 0.5}}', model="proc")
         run = run_judges(samples, [Faithfulness(judge=judge)], cache=JudgeCache({str(path)!r}))
         print(json.dumps([run.calls, run.cache_hits]))
         """
     )
     outs = [
-        json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                                  text=True).stdout)
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", script], check=True, capture_output=True, text=True
+            ).stdout
+        )
         for _ in range(2)
     ]
     assert outs == [[4, 0], [0, 4]]
@@ -216,7 +233,9 @@ def test_budget_cap_stops_cleanly_and_marks_incomplete() -> None:
 def test_token_budget() -> None:
     judge = CountingJudge()
     run = run_judges(
-        _samples(10), [Faithfulness(judge=judge)], options=JudgeOptions(concurrency=1, max_tokens=45)
+        _samples(10),
+        [Faithfulness(judge=judge)],
+        options=JudgeOptions(concurrency=1, max_tokens=45),
     )
     assert run.calls == 3  # 15 tokens a call: stops once 45 are used
     assert run.incomplete
@@ -226,7 +245,9 @@ def test_dry_run_estimates_without_calling(tmp_path: Path) -> None:
     judge = CountingJudge()
     cache = JudgeCache(tmp_path / "c.sqlite")
     run_judges(_samples(2), [Faithfulness(judge=judge)], cache=cache)
-    est = estimate_judges(_samples(5), [Faithfulness(judge=judge), Correctness(judge=judge)], cache=cache)
+    est = estimate_judges(
+        _samples(5), [Faithfulness(judge=judge), Correctness(judge=judge)], cache=cache
+    )
     assert judge.calls == 2  # the dry run sent nothing
     assert est.cached == 2 and est.calls == 8 and est.input_tokens > 0
 
@@ -234,8 +255,9 @@ def test_dry_run_estimates_without_calling(tmp_path: Path) -> None:
 def test_repeats_report_spread() -> None:
     replies = iter(['{"score": 0.2}', '{"score": 0.6}', '{"score": 0.4}'])
     judge = FunctionJudge(lambda m: next(replies), model="noisy")
-    run = run_judges(_samples(1), [Faithfulness(judge=judge, repeats=3)],
-                     options=JudgeOptions(concurrency=1))
+    run = run_judges(
+        _samples(1), [Faithfulness(judge=judge, repeats=3)], options=JudgeOptions(concurrency=1)
+    )
     assert run.scores["s0"]["judge_faithfulness"] == pytest.approx(0.4)
     spread = run.spread["s0"]["judge_faithfulness"]
     assert spread["n"] == 3 and spread["min"] == 0.2 and spread["max"] == 0.6
@@ -255,7 +277,9 @@ def test_cancel_half_way_leaves_no_background_task() -> None:
 
     async def main() -> int:
         task = asyncio.ensure_future(
-            arun_judges(_samples(8), [Faithfulness(judge=judge)], options=JudgeOptions(concurrency=4))
+            arun_judges(
+                _samples(8), [Faithfulness(judge=judge)], options=JudgeOptions(concurrency=4)
+            )
         )
         await asyncio.sleep(0.05)
         task.cancel()
