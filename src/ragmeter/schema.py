@@ -25,7 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ragmeter.errors import InvalidInputError
 from ragmeter.spans import GoldSpan, Span
 
-__all__ = ["RAG_EVAL_ALIASES", "RagSample", "SampleLike", "coerce_sample", "samples_to_qrels", "samples_to_run"]
+__all__ = [
+    "RAG_EVAL_ALIASES",
+    "RagSample",
+    "SampleLike",
+    "coerce_sample",
+    "samples_to_qrels",
+    "samples_to_run",
+]
 
 RAG_EVAL_ALIASES: dict[str, str] = {
     "question": "user_input",
@@ -35,6 +42,8 @@ RAG_EVAL_ALIASES: dict[str, str] = {
     "retrieved": "retrieved_texts",
 }
 """rag-eval JSONL field name -> RagSample field name."""
+
+_ALIAS_OF: dict[str, str] = {v: k for k, v in RAG_EVAL_ALIASES.items()}
 
 
 def _new_id() -> str:
@@ -50,7 +59,9 @@ class RagSample(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, validate_assignment=True, extra="forbid")
 
-    id: str = Field(default_factory=_new_id, description="Sample id; generated (uuid4 hex) when absent.")
+    id: str = Field(
+        default_factory=_new_id, description="Sample id; generated (uuid4 hex) when absent."
+    )
     user_input: str | None = Field(None, description="The user's question (rag-eval: question).")
     response: str | None = Field(None, description="The generated answer (rag-eval: answer).")
     retrieved_contexts: list[str] | None = Field(
@@ -67,19 +78,25 @@ class RagSample(BaseModel):
     retrieved_texts: list[str] | None = Field(
         None, description="Retrieved chunk texts, best first (rag-eval: retrieved)."
     )
-    reference_ids: list[str] | None = Field(None, description="Relevant doc ids (binary relevance).")
+    reference_ids: list[str] | None = Field(
+        None, description="Relevant doc ids (binary relevance)."
+    )
     relevance: dict[str, float] | None = Field(
         None, description="Graded relevance {doc_id: grade}; wins over reference_ids."
     )
     latency_ms: float | None = Field(None, ge=0, description="Wall-clock latency, milliseconds.")
     input_tokens: int | None = Field(None, ge=0, description="Prompt tokens reported by the model.")
-    output_tokens: int | None = Field(None, ge=0, description="Completion tokens reported by the model.")
+    output_tokens: int | None = Field(
+        None, ge=0, description="Completion tokens reported by the model."
+    )
     gold_spans: list[GoldSpan] | None = Field(None, description="Gold evidence as character spans.")
     retrieved_spans: list[Span] | None = Field(
         None, description="Character spans of the retrieved chunks, best first."
     )
     error: str | None = Field(None, description="The pipeline's error, if the run failed.")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Tags, capture notes, extra keys.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Tags, capture notes, extra keys."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -92,11 +109,12 @@ class RagSample(BaseModel):
         for key, value in data.items():
             target = RAG_EVAL_ALIASES.get(key, key)
             if target in fields:
-                if target in out and key != target:
+                if target in out:
                     if out[target] != value:
+                        alias = key if key != target else _ALIAS_OF[target]
                         raise ValueError(
-                            f"both {key!r} and {target!r} are given with different values; "
-                            f"{key!r} is rag-eval's name for {target!r}, give one"
+                            f"both {alias!r} and {target!r} are given with different values; "
+                            f"{alias!r} is rag-eval's name for {target!r}, give one"
                         )
                     continue
                 out[target] = value
@@ -149,7 +167,9 @@ def coerce_sample(sample: SampleLike, *, index: int | None = None) -> RagSample:
         return sample
     if not isinstance(sample, Mapping):
         where = f"sample {index}" if index is not None else "sample"
-        raise InvalidInputError(f"{where} must be a RagSample or a mapping, got {type(sample).__name__}")
+        raise InvalidInputError(
+            f"{where} must be a RagSample or a mapping, got {type(sample).__name__}"
+        )
     try:
         return RagSample.model_validate(sample)
     except Exception as exc:  # pydantic.ValidationError
@@ -167,7 +187,12 @@ def _describe(exc: Exception, sample: Mapping[str, Any], index: int | None) -> s
         parts = []
         for err in errors():
             loc = ".".join(str(p) for p in err.get("loc", ())) or "<sample>"
-            parts.append(f"field {loc!r}: {err.get('msg')}")
+            head = loc.split(".", 1)[0]
+            alias = _ALIAS_OF.get(head)
+            named = f"field {loc!r}" + (
+                f" (rag-eval: {alias!r})" if alias is not None and alias in sample else ""
+            )
+            parts.append(f"{named}: {err.get('msg')}")
         return f"{where}: " + "; ".join(parts)
     return f"{where}: {exc}"
 
@@ -182,7 +207,9 @@ def samples_to_run(samples: Iterable[SampleLike]) -> dict[str, list[str]]:
     return run
 
 
-def samples_to_qrels(samples: Sequence[SampleLike] | Iterable[SampleLike]) -> dict[str, dict[str, float]]:
+def samples_to_qrels(
+    samples: Sequence[SampleLike] | Iterable[SampleLike],
+) -> dict[str, dict[str, float]]:
     """``{sample_id: relevance_map}`` for samples that carry relevance or reference ids."""
     qrels: dict[str, dict[str, float]] = {}
     for i, s in enumerate(samples):
