@@ -1,0 +1,706 @@
+"""The ``ragmeter`` command line: parse, call the core, render.
+
+Loaded only by the ``ragmeter`` console script and ``python -m ragmeter`` (``import
+ragmeter`` never imports typer or rich). Commands:
+
+* ``ragmeter demo`` scores the bundled Cranfield BM25 run (NDCG@10 0.3458, trec_eval's value);
+* ``ragmeter eval DATA.jsonl`` scores RAG samples (rag-eval's options);
+* ``ragmeter retrieval --qrels FILE --run FILE`` and ``ragmeter beir DIR --run FILE`` score a
+  TREC run, with ``--trec`` printing trec_eval-compatible lines;
+* ``ragmeter serve`` starts the HTTP server (extra ``server``).
+
+Output goes to stdout (a table, ``--json`` or ``--trec``); progress and warnings go to
+stderr. Bad input exits with a non-zero code and one line on stderr,
+``ragmeter: error: <what and where>``, never a traceback: exit code 2 for a bad command
+line (a missing or unknown option, a bad option value, a file that does not exist), 1 for
+bad data (a malformed line, an unknown metric, nothing to score).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from ragmeter.errors import DataFormatError, InvalidInputError, RagmeterError
+from ragmeter.evaluation.retrieval import DEFAULT_K_VALUES, evaluate_run
+from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
+from ragmeter.io.trec import read_trec_qrels, read_trec_run
+from ragmeter.report import RagEvalReport, RetrievalEvalReport
+
+__all__ = ["app", "main", "run", "trec_eval_lines"]
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="ragmeter",
+    help="Measure RAG pipelines: trec_eval-exact retrieval metrics, no-LLM answer metrics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from ragmeter._version import __version__
+
+        typer.echo(f"ragmeter {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Measure RAG pipelines: trec_eval-exact retrieval metrics, no-LLM answer metrics."""
+
+
+#: Progress bars appear for JSONL inputs at least this large (bytes), on a terminal only.
+PROGRESS_MIN_BYTES = 1 << 20
+
+
+class CliError(InvalidInputError):
+    """A bad command-line argument (an option value, a missing file)."""
+
+
+def _stdout() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _print_table(table: Table, heading: str | None = None) -> None:
+    """Print ``heading`` then ``table`` at its natural width (numbers are never cropped)."""
+    out = _stdout()
+    if heading:
+        Console(highlight=False, soft_wrap=True).print(heading, style="bold", markup=False)
+    need = Measurement.get(out, out.options.update_width(10_000), table).maximum
+    if need > out.width:
+        out = Console(highlight=False, soft_wrap=False, width=need)
+    out.print(table)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _split_list(values: Sequence[str] | None) -> list[str]:
+    """``["a,b", "c"]`` -> ``["a", "b", "c"]``: an option may repeat or hold commas."""
+    out: list[str] = []
+    for value in values or ():
+        out.extend(part.strip() for part in value.split(",") if part.strip())
+    return out
+
+
+def parse_k_values(text: str, *, option: str = "--k") -> tuple[int, ...]:
+    """Parse ``"1,3,10"`` into ``(1, 3, 10)``; :class:`CliError` for a non-int or ``< 1``.
+
+    >>> parse_k_values("10,1, 3")
+    (10, 1, 3)
+    """
+    ks: list[int] = []
+    for part in _split_list([text]):
+        try:
+            k = int(part)
+        except ValueError:
+            raise CliError(
+                f"{option} takes comma-separated cut-offs such as 1,5,10; {part!r} is not an int"
+            ) from None
+        if k < 1:
+            raise CliError(f"{option}: every cut-off must be an int >= 1, got {k}")
+        ks.append(k)
+    if not ks:
+        raise CliError(f"{option} is empty: give at least one cut-off, e.g. {option} 10")
+    return tuple(ks)
+
+
+def _existing_file(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise CliError(f"{what} file not found: {path}")
+    if path.is_dir():
+        raise CliError(f"{what} path is a directory, expected a file: {path}")
+    return path
+
+
+def _reading(path: Path, read: Callable[[Path], T]) -> T:
+    """Call ``read(path)``, turning a non-UTF-8 file into a :class:`DataFormatError`."""
+    try:
+        return read(path)
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(
+            f"not UTF-8 text (byte {exc.start}); is this the right file?", path=str(path)
+        ) from None
+
+
+def _looks_like_beir_qrels(path: Path) -> bool:
+    """A qrels file whose first data line has 3 tab-separated columns is BEIR's TSV."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                return len(line.rstrip("\r\n").split("\t")) == 3
+    return False
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, float]]:
+    """Read TREC qrels (``qid iter doc grade``) or a BEIR qrels TSV, detected from the file."""
+    _existing_file(path, "qrels")
+
+    def read(p: Path) -> dict[str, dict[str, float]]:
+        if _looks_like_beir_qrels(p):
+            return read_beir_qrels(p)
+        return {q: {d: float(g) for d, g in row.items()} for q, row in read_trec_qrels(p).items()}
+
+    return _reading(path, read)
+
+
+def _beir_qrels_path(directory: Path, qrels: str | None) -> Path:
+    if not directory.is_dir():
+        raise CliError(f"BEIR directory not found: {directory}")
+    if qrels is not None:
+        return _existing_file(directory / qrels, "qrels")
+    for candidate in DEFAULT_QRELS_PATHS:
+        if (directory / candidate).is_file():
+            return directory / candidate
+    raise CliError(
+        f"no qrels file under {directory} (looked for {', '.join(DEFAULT_QRELS_PATHS)}); "
+        "name it with --qrels-file"
+    )
+
+
+# --------------------------------------------------------------------------- rendering
+
+_TREC_NAMES: dict[str, str] = {
+    "ndcg": "ndcg_cut_{k}",
+    "precision": "P_{k}",
+    "recall": "recall_{k}",
+    "map": "map_cut_{k}",
+    "hit_rate": "success_{k}",
+}
+_TREC_UNCUT: dict[str, str] = {"map": "map", "mrr": "recip_rank"}
+
+
+def trec_measure(key: str) -> str:
+    """trec_eval's measure name for a ragmeter result key; the key itself when it has none.
+
+    >>> trec_measure("ndcg@10"), trec_measure("precision@5"), trec_measure("mrr")
+    ('ndcg_cut_10', 'P_5', 'recip_rank')
+    >>> trec_measure("mrr@10")  # trec_eval has no cut-off reciprocal rank
+    'mrr@10'
+    """
+    name, _, k = key.partition("@")
+    if not k:
+        return _TREC_UNCUT.get(name, name)
+    template = _TREC_NAMES.get(name)
+    return template.format(k=k) if template else key
+
+
+_TREC_ORDER: tuple[str, ...] = ("map", "mrr", "precision@", "recall@", "ndcg@", "map@", "hit_rate@")
+
+
+def _trec_sort_key(key: str) -> tuple[int, int]:
+    """trec_eval's print order: map, recip_rank, P, recall, ndcg_cut, map_cut, success."""
+    name, at, k = key.partition("@")
+    group = name + at
+    rank = _TREC_ORDER.index(group) if group in _TREC_ORDER else len(_TREC_ORDER)
+    return (rank, int(k) if k.isdigit() else -1)
+
+
+def trec_eval_lines(report: RetrievalEvalReport, *, per_query: bool = False) -> list[str]:
+    """The report as trec_eval prints it: ``measure<pad>\\tquery\\tvalue``, 4 decimals.
+
+    Per-query rows (trec_eval ``-q``) come first, queries in string order, then the
+    ``all`` rows starting with ``num_q``. Measures are named as trec_eval names them
+    (``ndcg_cut_10``, ``P_10``, ``recall_100``, ``map``, ``map_cut_10``, ``recip_rank``,
+    ``success_10``); a key trec_eval has no measure for keeps its ragmeter name. Means are
+    over the scored queries, with judged queries missing from the run as zeros
+    (trec_eval ``-c``).
+    """
+    keys = sorted(report.metrics, key=_trec_sort_key)
+    lines: list[str] = []
+    if per_query:
+        for qid in sorted(report.per_query):
+            row = report.per_query[qid]
+            lines.extend(f"{trec_measure(k):<22}\t{qid}\t{row[k]:.4f}" for k in keys if k in row)
+    lines.append(f"{'num_q':<22}\tall\t{report.n_queries}")
+    lines.extend(f"{trec_measure(k):<22}\tall\t{report.metrics[k]:.4f}" for k in keys)
+    return lines
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _grid(keys: Iterable[str]) -> tuple[list[str], list[int], bool]:
+    """Split result keys into metric names (in order), sorted cut-offs, and 'has uncut'."""
+    names: list[str] = []
+    ks: set[int] = set()
+    uncut = False
+    for key in keys:
+        name, _, k = key.partition("@")
+        if name not in names:
+            names.append(name)
+        if k:
+            ks.add(int(k))
+        else:
+            uncut = True
+    return names, sorted(ks), uncut
+
+
+def _cells(values: Mapping[str, float], names: list[str], cols: list[str]) -> list[str]:
+    return [_fmt(values.get(f"{name}{col}" if col else name)) for name in names for col in cols]
+
+
+def retrieval_table(report: RetrievalEvalReport) -> Table:
+    """A rich table: one row per metric, one column per cut-off, ``all`` for uncut ones."""
+    names, ks, uncut = _grid(report.metrics)
+    cols = [f"@{c}" for c in ks] + ([""] if uncut else [])
+    table = Table()
+    table.add_column("metric", style="bold")
+    for col in cols:
+        table.add_column(col or "all", justify="right")
+    for name in names:
+        table.add_row(name, *_cells(report.metrics, [name], cols))
+    return table
+
+
+def per_query_table(report: RetrievalEvalReport) -> Table:
+    """Per-query scores: a block of rows per query (one per metric), a column per cut-off."""
+    names, ks, uncut = _grid(report.metrics)
+    cols = [f"@{c}" for c in ks] + ([""] if uncut else [])
+    table = Table()
+    table.add_column("query", style="bold")
+    table.add_column("metric")
+    for col in cols:
+        table.add_column(col or "all", justify="right")
+    for qid in sorted(report.per_query):
+        row = report.per_query[qid]
+        for i, name in enumerate(names):
+            table.add_row(
+                qid if i == 0 else "",
+                name,
+                *_cells(row, [name], cols),
+                end_section=i == len(names) - 1,
+            )
+    return table
+
+
+def rag_table(report: RagEvalReport) -> Table:
+    """A rich table: metric, mean, median, coverage (samples it applied to), direction."""
+    table = Table()
+    for name, justify in (
+        ("metric", "left"),
+        ("mean", "right"),
+        ("median", "right"),
+        ("coverage", "right"),
+        ("better", "left"),
+    ):
+        table.add_column(name, justify=justify, style="bold" if name == "metric" else None)  # type: ignore[arg-type]
+    for key, value in report.metrics.items():
+        summary = report.summaries.get(key)
+        table.add_row(
+            key,
+            _fmt(value),
+            _fmt(summary.median if summary is not None and summary.count else None),
+            f"{report.coverage.get(key, 0)}/{report.n_samples}",
+            "higher" if report.higher_is_better.get(key, True) else "lower",
+        )
+    return table
+
+
+def _emit_retrieval(
+    report: RetrievalEvalReport,
+    *,
+    as_json: bool,
+    trec: bool,
+    per_query: bool,
+    title: str | None = None,
+) -> None:
+    if as_json and trec:
+        raise CliError("--json and --trec are two output formats; choose one")
+    if as_json:
+        typer.echo(report.to_json())
+    elif trec:
+        typer.echo("\n".join(trec_eval_lines(report, per_query=per_query)))
+    else:
+        heading = title or f"Retrieval evaluation: {report.n_queries} queries scored"
+        _print_table(retrieval_table(report), heading)
+        conv = report.conventions
+        level = "> 0" if conv.relevance_level is None else f">= {conv.relevance_level:g}"
+        note = f"relevant: grade {level}; ties: {conv.ties}"
+        Console(highlight=False, soft_wrap=True).print(note, style="dim", markup=False)
+        if per_query:
+            _print_table(per_query_table(report), f"Per-query scores ({report.n_queries} queries)")
+    if report.warnings and not as_json:
+        err = _stderr()
+        for warning in report.warnings:
+            err.print(f"warning: {warning}", markup=False)
+
+
+# --------------------------------------------------------------------------- options
+
+KOpt = Annotated[
+    str,
+    typer.Option(
+        "--k",
+        "-k",
+        help="Comma-separated cut-offs, e.g. 1,5,10 (each an int >= 1).",
+    ),
+]
+MetricsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--metrics",
+        "-m",
+        help="Metrics to compute (comma-separated or repeated); default: all built-ins.",
+    ),
+]
+LevelOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--relevance-level",
+        "-l",
+        help="A doc is relevant when its grade >= this (trec_eval -l); default: grade > 0.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+TrecOpt = Annotated[
+    bool, typer.Option("--trec", help="Print trec_eval-compatible lines (measure, query, value).")
+]
+PerQueryOpt = Annotated[
+    bool, typer.Option("--per-query", "-q", help="Also print per-query scores (trec_eval -q).")
+]
+RunOpt = Annotated[Path, typer.Option("--run", "-r", help="TREC run file.", show_default=False)]
+
+_DEFAULT_K = ",".join(str(k) for k in DEFAULT_K_VALUES)
+#: The built-in metrics in the order the table shows them (the headline NDCG first).
+DISPLAY_METRICS: tuple[str, ...] = ("ndcg", "recall", "precision", "map", "mrr", "hit_rate")
+
+
+def _score_files(
+    qrels: Mapping[str, Mapping[str, float]],
+    run_path: Path,
+    k: str,
+    metrics: Sequence[str] | None,
+    relevance_level: float | None,
+) -> RetrievalEvalReport:
+    ks = parse_k_values(k)
+    names = _split_list(metrics) or list(DISPLAY_METRICS)
+    _existing_file(run_path, "run")
+    trec_run = _reading(run_path, read_trec_run)
+    return evaluate_run(
+        qrels, trec_run, k_values=ks, metrics=names, relevance_level=relevance_level
+    )
+
+
+@app.command()
+def retrieval(
+    qrels: Annotated[
+        Path,
+        typer.Option(
+            "--qrels", help="Qrels: TREC (qid iter doc grade) or BEIR TSV.", show_default=False
+        ),
+    ],
+    run: RunOpt,
+    k: KOpt = _DEFAULT_K,
+    metrics: MetricsOpt = None,
+    relevance_level: LevelOpt = None,
+    as_json: JsonOpt = False,
+    trec: TrecOpt = False,
+    per_query: PerQueryOpt = False,
+) -> None:
+    """Score a TREC run against qrels (TREC or BEIR format, detected) like trec_eval."""
+    report = _score_files(read_qrels(qrels), run, k, metrics, relevance_level)
+    _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
+
+
+@app.command()
+def beir(
+    directory: Annotated[
+        Path,
+        typer.Argument(help="A BEIR dataset directory (qrels/test.tsv, ...).", show_default=False),
+    ],
+    run: RunOpt,
+    qrels_file: Annotated[
+        str | None,
+        typer.Option(
+            "--qrels-file",
+            help="Qrels path inside DIRECTORY; default: the first of "
+            + ", ".join(DEFAULT_QRELS_PATHS),
+        ),
+    ] = None,
+    k: KOpt = _DEFAULT_K,
+    metrics: MetricsOpt = None,
+    relevance_level: LevelOpt = None,
+    as_json: JsonOpt = False,
+    trec: TrecOpt = False,
+    per_query: PerQueryOpt = False,
+) -> None:
+    """Score a TREC run against a BEIR dataset's qrels (the corpus is not loaded)."""
+    path = _beir_qrels_path(directory, qrels_file)
+    report = _score_files(_reading(path, read_beir_qrels), run, k, metrics, relevance_level)
+    _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
+
+
+@app.command()
+def demo(
+    as_json: JsonOpt = False,
+    trec: TrecOpt = False,
+) -> None:
+    """Score the bundled Cranfield BM25 run (offline); NDCG@10 is trec_eval's 0.3458."""
+    from ragmeter.datasets import load_cranfield, load_cranfield_bm25_run
+
+    _, _, qrels = load_cranfield()
+    report = evaluate_run(qrels, load_cranfield_bm25_run(), metrics=DISPLAY_METRICS)
+    _emit_retrieval(
+        report,
+        as_json=as_json,
+        trec=trec,
+        per_query=False,
+        title=f"Cranfield 1400, BM25 depth-100 run: {report.n_queries} queries scored",
+    )
+
+
+# --------------------------------------------------------------------------- eval
+
+
+def _with_progress(
+    items: Iterable[T], *, total: int | None, enabled: bool
+) -> Generator[T, None, None]:
+    """Yield ``items`` while advancing a rich progress bar on stderr (when ``enabled``)."""
+    if not enabled:
+        yield from items
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    progress = Progress(
+        TextColumn("reading samples"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_stderr(),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("samples", total=total)
+        pending = 0
+        for item in items:
+            yield item
+            pending += 1
+            if pending == 256:  # advancing per item would cost more than a cheap metric
+                progress.advance(task, pending)
+                pending = 0
+        progress.advance(task, pending)
+
+
+def _count_lines(path: Path) -> int:
+    count = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return count
+
+
+def _progress_wanted(path: Path, as_json: bool) -> bool:
+    return not as_json and sys.stderr.isatty() and path.stat().st_size >= PROGRESS_MIN_BYTES
+
+
+@app.command("eval")
+def eval_command(
+    data: Annotated[
+        Path, typer.Argument(help="JSONL file of samples (ragmeter or rag-eval fields).")
+    ],
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="Cut-off for retrieval metrics.")] = 5,
+    metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics",
+            "-m",
+            help="Metrics to compute (comma-separated or repeated); default: every metric "
+            "some sample can be scored on.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    skip_errors: Annotated[
+        bool,
+        typer.Option("--skip-errors", help="Skip malformed lines (counted) instead of failing."),
+    ] = False,
+    claims_only: Annotated[
+        bool,
+        typer.Option("--claims-only", help="Faithfulness only (no retrieval or other metrics)."),
+    ] = False,
+    input_price: Annotated[
+        float | None,
+        typer.Option(min=0, help="USD per million prompt tokens (for cost_usd)."),
+    ] = None,
+    output_price: Annotated[
+        float | None,
+        typer.Option(min=0, help="USD per million completion tokens (for cost_usd)."),
+    ] = None,
+) -> None:
+    """Score RAG samples from a JSONL file (rag-eval's `eval`, ragmeter's metrics)."""
+    from ragmeter.evaluation.rag import evaluate_rag
+    from ragmeter.io.jsonl import read_jsonl
+
+    _existing_file(data, "data")
+    names = _split_list(metrics)
+    if claims_only:
+        if names and names != ["faithfulness"]:
+            raise CliError(
+                "--claims-only scores faithfulness only; drop --metrics or --claims-only"
+            )
+        names = ["faithfulness"]
+    prices = None
+    if input_price is not None or output_price is not None:
+        if input_price is None or output_price is None:
+            raise CliError("cost_usd needs both --input-price and --output-price")
+        prices = {"input": input_price, "output": output_price}
+    reader = read_jsonl(data, skip_errors=skip_errors)
+    enabled = _progress_wanted(data, as_json)
+    total = _count_lines(data) if enabled and data.suffix != ".gz" else None
+    samples = _with_progress(reader, total=total, enabled=enabled)
+    try:
+        report = evaluate_rag(samples, metrics=names or None, k=k, prices=prices)
+    finally:
+        samples.close()  # stops the progress bar at once, also on an error
+    skipped = list(reader.skipped)
+    report.skipped_lines = len(skipped)
+    if as_json:
+        typer.echo(report.to_json())
+        return
+    heading = f"RAG evaluation: {report.n_samples} samples"
+    if report.skipped_lines:
+        heading += f" ({report.skipped_lines} malformed lines skipped)"
+    _print_table(rag_table(report), heading)
+    err = _stderr()
+    for line, message in skipped[:20]:
+        err.print(f"skipped line {line}: {message}", markup=False)
+    if len(skipped) > 20:
+        err.print(f"... and {len(skipped) - 20} more skipped lines", markup=False)
+    for reason in dict(report.extra.get("not_computed") or {}).values():
+        err.print(f"not computed: {reason}", markup=False, style="dim")
+    for warning in report.warnings:
+        err.print(f"warning: {warning}", markup=False)
+
+
+# --------------------------------------------------------------------------- serve
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8000,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Largest request body accepted (413 above); default 10 MiB."),
+    ] = None,
+    max_samples: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Most samples (or queries) per request (413 above); default 10000."
+        ),
+    ] = None,
+) -> None:
+    """Run the HTTP server (needs the optional 'server' extra: fastapi, uvicorn)."""
+    from ragmeter.errors import MissingDependencyError
+
+    try:
+        import uvicorn
+
+        from ragmeter import server
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or "fastapi"
+        raise MissingDependencyError(missing.split(".")[0], "server") from None
+    limits: dict[str, int] = {}
+    if max_body_bytes is not None:
+        limits["max_body_bytes"] = max_body_bytes
+    if max_samples is not None:
+        limits["max_samples"] = max_samples
+    uvicorn.run(server.create_app(**limits), host=host, port=port, log_level="info")
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _register_plugins() -> None:
+    try:
+        from ragmeter._cli_stats import register
+    except ImportError:
+        return
+    register(app)
+
+
+_register_plugins()
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Errors are reported on one stderr line, ``ragmeter: error: ...``, never as a
+    traceback.
+    """
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="ragmeter", standalone_mode=False)
+    except CliError as exc:
+        return _fail(str(exc), 2)
+    except RagmeterError as exc:
+        return _fail(str(exc), 1)
+    except OSError as exc:
+        what = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+        return _fail(what, 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as exc:
+        # Command-line errors from click (vendored by recent typer, so matched by shape).
+        kind = type(exc).__name__
+        if kind == "NoArgsIsHelpError":
+            ctx = getattr(exc, "ctx", None)
+            typer.echo(ctx.get_help() if ctx is not None else str(exc))
+            return 2
+        if kind == "Abort":
+            return _fail("aborted", 130)
+        format_message = getattr(exc, "format_message", None)
+        exit_code = getattr(exc, "exit_code", None)
+        if callable(format_message) and isinstance(exit_code, int):
+            return _fail(str(format_message()), exit_code)
+        raise
+    return result if isinstance(result, int) else 0
+
+
+def _fail(message: str, code: int) -> int:
+    typer.echo(f"ragmeter: error: {_one_line(message)}", err=True)
+    return code
+
+
+def main() -> None:
+    """Console-script entry point: ``ragmeter ...``."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
