@@ -1,0 +1,325 @@
+"""The ``ragmeter compare`` and ``ragmeter gate`` commands, a thin shell over ragmeter.stats.
+
+``register(app)`` adds both commands to a :class:`typer.Typer` app; ``ragmeter.cli`` calls it.
+
+Exit codes: ``compare`` exits 0 when the comparison ran and 1 on bad input (like the other
+commands); ``gate`` exits 0 when the gate passes, 1 on a regression and 2 on bad input, so a
+CI job can tell a regression from a broken setup. Errors are one stderr line,
+``ragmeter: error: <what and where>``.
+"""
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from ragmeter.errors import InvalidInputError, RagmeterError
+from ragmeter.report import RagEvalReport, RetrievalEvalReport
+from ragmeter.stats import Comparable, compare, compare_many, gate
+
+__all__ = ["load_comparable", "read_qrels_file", "register"]
+
+T = TypeVar("T")
+_KEY = re.compile(r"^(?P<name>[^@\s]+)(?:@(?P<k>\d+))?$")
+
+TestOpt = Annotated[
+    str,
+    typer.Option(
+        "--test",
+        help="Paired test: randomization (sign flips; default), bootstrap or t-test.",
+    ),
+]
+ResamplesOpt = Annotated[
+    int, typer.Option("--resamples", "-n", help="Resamples for the bootstrap CI and the test.")
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (results are reproducible).")]
+AlphaOpt = Annotated[float, typer.Option("--alpha", help="Significance level.")]
+OnMissingOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-missing",
+        help="Queries scored by only one side: 'error' (default) or 'intersect'.",
+    ),
+]
+DirectionOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--higher-is-better/--lower-is-better",
+        help="Direction of the metric (default: from the report; higher for retrieval).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _run_or_exit(fn: Callable[[], T], code: int) -> T:
+    """Run ``fn``; turn bad input into one stderr line and exit ``code``."""
+    try:
+        return fn()
+    except (RagmeterError, OSError) as exc:
+        message = " ".join(str(exc).split())
+        typer.echo(f"ragmeter: error: {message}", err=True)
+        raise typer.Exit(code) from None
+
+
+def read_qrels_file(path: Path) -> dict[str, dict[str, float]]:
+    """Read qrels in TREC (``qid iter doc grade``) or BEIR TSV (``query-id corpus-id score``).
+
+    A directory is read as a BEIR dataset (its ``qrels/test.tsv`` or the first of
+    ``qrels/dev.tsv``, ``qrels/train.tsv``, ``qrels.tsv`` that exists). A file is BEIR
+    when its first data line has 3 tab-separated columns, TREC otherwise.
+    """
+    from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
+    from ragmeter.io.trec import read_trec_qrels
+
+    if path.is_dir():
+        for rel in DEFAULT_QRELS_PATHS:
+            if (path / rel).is_file():
+                return read_beir_qrels(path / rel)
+        raise InvalidInputError(
+            f"{path} is a directory without a BEIR qrels file "
+            f"({', '.join(DEFAULT_QRELS_PATHS)}); pass the qrels file itself"
+        )
+    with open(path, encoding="utf-8") as fh:
+        first = next((line for line in fh if line.strip() and not line.startswith("#")), "")
+    if len(first.rstrip("\r\n").split("\t")) == 3:
+        return read_beir_qrels(path)
+    trec: dict[str, dict[str, float]] = {
+        q: {d: float(g) for d, g in row.items()} for q, row in read_trec_qrels(path).items()
+    }
+    return trec
+
+
+def _retrieval_report(
+    run_path: Path,
+    qrels: Mapping[str, Mapping[str, float]],
+    metric: str | None,
+    level: float | None,
+) -> RetrievalEvalReport:
+    from ragmeter.evaluation.retrieval import evaluate_run
+    from ragmeter.io.trec import read_trec_run
+
+    key = metric or "ndcg@10"
+    m = _KEY.match(key)
+    if m is None:
+        raise InvalidInputError(f"--metric must look like 'ndcg@10' or 'map', got {key!r}")
+    k = int(m.group("k")) if m.group("k") else 10
+    run = read_trec_run(run_path)
+    return evaluate_run(qrels, run, k_values=(k,), metrics=[m.group("name")], relevance_level=level)
+
+
+def _samples_report(path: Path, metric: str | None) -> RagEvalReport:
+    try:
+        from ragmeter.evaluation.rag import evaluate_rag
+        from ragmeter.io.jsonl import read_jsonl  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise InvalidInputError(
+            "--samples needs ragmeter's RAG evaluation (ragmeter.evaluation.rag and "
+            "ragmeter.io.jsonl), which this installation does not have"
+        ) from None
+    samples: Any = read_jsonl(path)
+    if metric is None:
+        return evaluate_rag(samples)
+    m = _KEY.match(metric)
+    if m is None:
+        raise InvalidInputError(f"--metric must look like 'token_f1' or 'ndcg@5', got {metric!r}")
+    if m.group("k"):
+        return evaluate_rag(samples, metrics=[m.group("name")], k=int(m.group("k")))
+    return evaluate_rag(samples, metrics=[metric])
+
+
+def _by_order(report: Comparable, metric: str | None) -> Comparable:
+    """Re-key a RAG report's samples by their position (``"1"``, ``"2"``, ...)."""
+    if not isinstance(report, RagEvalReport):
+        return report
+    key = metric or next(iter(report.metrics), None)
+    if key is None:
+        return report
+    return RagEvalReport(
+        metrics={key: report.metrics.get(key, 0.0)},
+        coverage={key: report.coverage.get(key, 0)},
+        n_samples=report.n_samples,
+        per_sample={
+            str(i): {key: row.get(key)} for i, row in enumerate(report.per_sample.values(), 1)
+        },
+        higher_is_better={key: report.higher_is_better.get(key, True)},
+    )
+
+
+def load_comparable(path: Path) -> Comparable:
+    """Load one side of a gate: a saved report JSON (``to_dict()``) or ``{id: score}`` JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if isinstance(data, dict):
+        kind = data.get("kind")
+        try:
+            if kind == "retrieval" or (kind is None and "per_query" in data and "metrics" in data):
+                return RetrievalEvalReport.from_dict(data)
+            if kind == "rag" or (kind is None and "per_sample" in data and "metrics" in data):
+                return RagEvalReport.from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"{path}: a {kind or 'saved'} report that cannot be read back ({exc!r}); "
+                "save reports with report.to_json() / to_dict()"
+            ) from None
+        if kind is None and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()
+        ):
+            return {str(k): float(v) for k, v in data.items()}
+    raise InvalidInputError(
+        f"{path}: expected a report saved with to_dict()/to_json() (a JSON object with "
+        "'kind': 'retrieval' or 'rag') or a {query_id: score} object"
+    )
+
+
+def _labels(paths: list[Path]) -> list[str]:
+    stems = [p.stem for p in paths]
+    if len(set(stems)) == len(stems):
+        return stems
+    return [f"{i}:{stem}" for i, stem in enumerate(stems, 1)]
+
+
+def compare_command(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Two or more TREC run files (JSONL sample files with --samples); "
+            "the first is the baseline.",
+            show_default=False,
+        ),
+    ],
+    qrels: Annotated[
+        Path | None,
+        typer.Option("--qrels", help="Qrels: TREC file, BEIR TSV, or a BEIR directory."),
+    ] = None,
+    samples: Annotated[
+        bool, typer.Option("--samples", help="RUNS are JSONL sample files, not TREC runs.")
+    ] = False,
+    metric: Annotated[
+        str | None,
+        typer.Option("--metric", "-m", help="Metric key, e.g. ndcg@10 (default) or recall@5."),
+    ] = None,
+    test: TestOpt = "randomization",
+    resamples: ResamplesOpt = 10_000,
+    seed: SeedOpt = 0,
+    confidence: Annotated[
+        float, typer.Option("--confidence", help="Confidence level of the interval.")
+    ] = 0.95,
+    alpha: AlphaOpt = 0.05,
+    on_missing: OnMissingOpt = "error",
+    pair_by: Annotated[
+        str,
+        typer.Option(
+            "--pair-by",
+            help="With --samples: pair samples by 'id' (default) or by line 'order' "
+            "(for files whose samples have no ids).",
+        ),
+    ] = "id",
+    relevance_level: Annotated[
+        float | None,
+        typer.Option("--relevance-level", help="Relevant when grade >= this (trec_eval -l)."),
+    ] = None,
+    higher_is_better: DirectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Is the difference real? Paired test, confidence interval and per-query wins.
+
+    More than two runs: each against the first, Holm–Bonferroni adjusted.
+    """
+
+    def run() -> str:
+        if len(runs) < 2:
+            raise InvalidInputError("compare needs at least two runs (the first is the baseline)")
+        reports: list[Comparable]
+        if pair_by not in ("id", "order"):
+            raise InvalidInputError(f"--pair-by must be 'id' or 'order', got {pair_by!r}")
+        if samples:
+            reports = [_samples_report(p, metric) for p in runs]
+            if pair_by == "order":
+                reports = [_by_order(r, metric) for r in reports]
+        else:
+            if qrels is None:
+                raise InvalidInputError(
+                    "--qrels is required to score TREC runs (or pass --samples for JSONL "
+                    "sample files)"
+                )
+            judged = read_qrels_file(qrels)
+            reports = [_retrieval_report(p, judged, metric, relevance_level) for p in runs]
+        labels = _labels(runs)
+        options: dict[str, Any] = {
+            "metric": metric,
+            "test": test,
+            "n": resamples,
+            "seed": seed,
+            "confidence": confidence,
+            "alpha": alpha,
+            "on_missing": on_missing,
+            "higher_is_better": higher_is_better,
+        }
+        if len(reports) == 2:
+            result = compare(
+                reports[0], reports[1], label_a=labels[0], label_b=labels[1], **options
+            )
+            return json.dumps(result.to_dict(), indent=2) if as_json else str(result)
+        table = compare_many(dict(zip(labels, reports, strict=True)), **options)
+        return json.dumps(table.to_dict(), indent=2) if as_json else str(table)
+
+    typer.echo(_run_or_exit(run, 1))
+
+
+def gate_command(
+    baseline: Annotated[
+        Path, typer.Option("--baseline", help="Baseline report JSON (report.to_json()).")
+    ],
+    current: Annotated[Path, typer.Option("--current", help="Current report JSON to check.")],
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            "--metric", "-m", help="Metric key (default: ndcg@10, or the report's first)."
+        ),
+    ] = None,
+    max_drop: Annotated[
+        float,
+        typer.Option("--max-drop", help="Largest tolerated drop, in the metric's units."),
+    ] = 0.01,
+    alpha: AlphaOpt = 0.05,
+    test: TestOpt = "randomization",
+    resamples: ResamplesOpt = 10_000,
+    seed: SeedOpt = 0,
+    on_missing: OnMissingOpt = "error",
+    higher_is_better: DirectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fail (exit 1) only when the metric dropped by more than --max-drop AND significantly."""
+
+    def run() -> tuple[str, int]:
+        result = gate(
+            load_comparable(baseline),
+            load_comparable(current),
+            metric=metric,
+            max_drop=max_drop,
+            alpha=alpha,
+            test=test,  # type: ignore[arg-type]  # checked by compare()
+            n=resamples,
+            seed=seed,
+            on_missing=on_missing,  # type: ignore[arg-type]
+            higher_is_better=higher_is_better,
+        )
+        text = json.dumps(result.to_dict(), indent=2) if as_json else str(result)
+        return text, result.exit_code
+
+    text, code = _run_or_exit(run, 2)
+    typer.echo(text)
+    if code:
+        raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``compare`` and ``gate`` commands to ``app``."""
+    app.command("compare")(compare_command)
+    app.command("gate")(gate_command)
