@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# No telemetry from the frameworks under test (and no network here anyway).
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("LANGCHAIN_TRACING_V2", "false")
 
 DATA = Path(__file__).parent / "data"
 

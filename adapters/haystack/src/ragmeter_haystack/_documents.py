@@ -1,0 +1,173 @@
+"""Turning Haystack ``Document`` lists into ragmeter's run and qrels (no metric maths here).
+
+A *field* names what identifies a document: ``"id"`` (``doc.id``), ``"content"``
+(``doc.content``, as :func:`ragmeter.capture.content_doc_id`), or ``"meta.<key>"``
+(``doc.meta["<key>"]``, nested keys with dots, e.g. ``"meta.source.url"``). The same
+spelling picks a ground-truth grade: ``"score"`` (``doc.score``) or ``"meta.<key>"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragmeter.capture import content_doc_id
+from ragmeter.errors import InvalidInputError
+
+__all__ = [
+    "check_field",
+    "check_grade_field",
+    "doc_key",
+    "grade_of",
+    "qrels_row",
+    "ranked_ids",
+    "reply_text",
+]
+
+logger = logging.getLogger("ragmeter_haystack")
+logger.addHandler(logging.NullHandler())
+
+_MISSING = object()
+
+
+def check_field(field: object, *, name: str = "document_comparison_field") -> str:
+    """Return ``field`` if it is ``"id"``, ``"content"`` or ``"meta.<key>"``, else raise.
+
+    >>> check_field("meta.file_id")
+    'meta.file_id'
+    """
+    if isinstance(field, str) and (
+        field in ("id", "content") or (field.startswith("meta.") and len(field) > 5)
+    ):
+        return field
+    raise InvalidInputError(
+        f"{name} must be 'id', 'content' or 'meta.<key>' (e.g. 'meta.file_id'), got {field!r}"
+    )
+
+
+def check_grade_field(field: object) -> str:
+    """Return ``field`` if it is ``"score"`` or ``"meta.<key>"``, else raise."""
+    if isinstance(field, str) and (
+        field == "score" or (field.startswith("meta.") and len(field) > 5)
+    ):
+        return field
+    raise InvalidInputError(
+        f"relevance_field must be 'score' (Document.score) or 'meta.<key>' "
+        f"(e.g. 'meta.grade'), got {field!r}"
+    )
+
+
+def _meta_value(meta: Any, path: str) -> Any:
+    value = meta
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def doc_key(doc: Any, field: str) -> str | None:
+    """The id ``field`` gives ``doc``, as a string; ``None`` when the document has none.
+
+    >>> from haystack import Document
+    >>> doc_key(Document(id="d1", content="x", meta={"src": {"page": 3}}), "meta.src.page")
+    '3'
+    >>> doc_key(Document(content="Paris"), "content")
+    'sha256:5dd272b4f316b776'
+    """
+    if field == "id":
+        value = getattr(doc, "id", None)
+    elif field == "content":
+        text = getattr(doc, "content", None)
+        return content_doc_id(text) if isinstance(text, str) else None
+    else:
+        value = _meta_value(getattr(doc, "meta", None) or {}, field[5:])
+        if value is _MISSING:
+            return None
+    return None if value is None else str(value)
+
+
+def grade_of(doc: Any, field: str) -> float | None:
+    """A ground-truth grade from ``doc.score`` or ``doc.meta[...]``; ``None`` if unset."""
+    if field == "score":
+        value = getattr(doc, "score", None)
+    else:
+        value = _meta_value(getattr(doc, "meta", None) or {}, field[5:])
+        if value is _MISSING:
+            value = None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(f"a grade must be a number, got {value!r} ({field})")
+    grade = float(value)
+    if math.isnan(grade):
+        raise InvalidInputError(f"a grade must be a number, got NaN ({field})")
+    return grade
+
+
+def qrels_row(docs: Sequence[Any], *, index: int, field: str, grade_field: str) -> dict[str, float]:
+    """One question's judgements ``{doc_key: grade}`` from its ground-truth documents.
+
+    Grades come from ``grade_field``; when no document has one, every document is relevant
+    with grade 1 (binary relevance). A document listed twice keeps its highest grade.
+    Raises :class:`~ragmeter.errors.InvalidInputError` when some documents have a grade and
+    others do not, or a document has no value for ``field``.
+    """
+    try:
+        grades = [grade_of(d, grade_field) for d in docs]
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"ground_truth_documents[{index}]: {exc}") from None
+    graded = [i for i, g in enumerate(grades) if g is not None]
+    if graded and len(graded) != len(grades):
+        ungraded = [i for i, g in enumerate(grades) if g is None]
+        raise InvalidInputError(
+            f"ground_truth_documents[{index}] mixes graded and ungraded documents "
+            f"(relevance_field={grade_field!r}): documents {graded} have a grade, {ungraded} "
+            "have none. Give every ground-truth document of a question a grade, or none of them "
+            "(binary relevance)."
+        )
+    row: dict[str, float] = {}
+    for j, (doc, grade) in enumerate(zip(docs, grades, strict=True)):
+        key = doc_key(doc, field)
+        if key is None:
+            raise InvalidInputError(
+                f"ground_truth_documents[{index}][{j}] has no value for "
+                f"document_comparison_field={field!r}, so it could never be matched; "
+                "set it on the document or compare on another field"
+            )
+        value = 1.0 if grade is None else grade
+        row[key] = max(row.get(key, value), value)
+    return row
+
+
+def ranked_ids(docs: Sequence[Any], *, field: str) -> list[str]:
+    """A retrieved list as doc keys, best first, each document kept at its best rank.
+
+    A document whose ``field`` is missing still takes its rank, as a document that matches
+    nothing (so it counts against precision and pushes later hits down).
+
+    >>> from haystack import Document
+    >>> ranked_ids([Document(id="a"), Document(id="b"), Document(id="a")], field="id")
+    ['a', 'b']
+    """
+    out: dict[str, None] = {}
+    for rank, doc in enumerate(docs):
+        key = doc_key(doc, field)
+        out.setdefault(key if key is not None else f"\x00unmatchable:{rank}", None)
+    return list(out)
+
+
+def reply_text(reply: Any) -> str | None:
+    """The text of one generator reply: a ``ChatMessage``, a ``str`` or a ``GeneratedAnswer``."""
+    if reply is None or isinstance(reply, str):
+        return reply
+    text = getattr(reply, "text", None)
+    if isinstance(text, str):
+        return text
+    for attr in ("data", "content"):
+        value = getattr(reply, attr, None)
+        if isinstance(value, str):
+            return value
+    return None

@@ -1,0 +1,85 @@
+"""``pipeline_retriever``: a Haystack pipeline as the callable ``evaluate_retrieval`` takes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ragmeter.errors import InvalidInputError, check_k
+from ragmeter_haystack._documents import check_field, doc_key
+from ragmeter_haystack._pipeline import check_component, find_component, nest_input
+
+__all__ = ["pipeline_retriever"]
+
+
+def pipeline_retriever(
+    pipeline: Any,
+    retriever_component: str | None = None,
+    query_input: str | Sequence[str] = "query",
+    *,
+    top_k_input: str | None = "top_k",
+    doc_id_field: str = "id",
+    documents_output: str = "documents",
+    data: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Callable[..., list[str]]:
+    """Wrap ``pipeline`` as ``retrieve(query, *, limit=None) -> [doc_id, ...]``.
+
+    Hand the result to :func:`ragmeter.evaluation.retrieval.evaluate_retrieval`, which
+    calls it once per judged query with ``limit=`` the deepest cut-off. Each call runs the
+    pipeline with the query at ``query_input`` (``"<component>.<input>"``, or an input name
+    given to every component that has it open, as Haystack's flat inputs do; a list of
+    these when several inputs take the question, e.g. a prompt builder's), passes
+    ``limit`` to the retriever's ``top_k_input`` when it has one, and returns the ids
+    (``doc_id_field``: ``"id"``, ``"content"`` or ``"meta.<key>"``) of the
+    ``retriever_component``'s documents, best first, cut at ``limit``. Documents without
+    that field are skipped. ``data`` adds fixed inputs (e.g. filters), nested by component.
+    The whole pipeline runs on each call, so point this at a retrieval pipeline (or accept
+    that a RAG pipeline's generator runs too).
+
+    :raises ValueError: When a component is not in the pipeline, lacks the output, or the
+        default retriever is ambiguous.
+
+    Example::
+
+        retrieve = pipeline_retriever(rag, retriever_component="retriever")
+        report = evaluate_retrieval(retrieve, qrels, queries, k_values=(10,))
+    """
+    if retriever_component is None:
+        retriever_component = find_component(
+            pipeline, role="retriever_component", socket=documents_output, prefer="Retriever"
+        )
+        if retriever_component is None:
+            raise InvalidInputError(
+                f"no component of the pipeline has a {documents_output!r} output: name it with "
+                "retriever_component='<component name>'"
+            )
+    else:
+        check_component(
+            pipeline, retriever_component, role="retriever_component", socket=documents_output
+        )
+    field = check_field(doc_id_field, name="doc_id_field")
+    targets = [query_input] if isinstance(query_input, str) else [str(t) for t in query_input]
+    if not targets:
+        raise InvalidInputError("query_input is empty: name where the query goes, e.g. 'query'")
+    for target in targets:  # validate once, up front
+        nest_input(pipeline, target, None, role="query_input")
+    node = pipeline.graph.nodes[retriever_component]
+    has_top_k = top_k_input is not None and top_k_input in (node.get("input_sockets") or {})
+    fixed = {str(c): dict(v) for c, v in (data or {}).items()}
+    name = retriever_component
+
+    def retrieve(query: str, *, limit: int | None = None) -> list[str]:
+        run_data: dict[str, dict[str, Any]] = {c: dict(v) for c, v in fixed.items()}
+        for target in targets:
+            for comp, inputs in nest_input(pipeline, target, query, role="query_input").items():
+                run_data.setdefault(comp, {}).update(inputs)
+        if limit is not None:
+            check_k(limit, name="limit")
+            if has_top_k:
+                run_data.setdefault(name, {})[str(top_k_input)] = limit
+        result = pipeline.run(run_data, include_outputs_from={name})
+        docs = (result.get(name) or {}).get(documents_output) or []
+        ids = [key for doc in docs if (key := doc_key(doc, field)) is not None]
+        return ids if limit is None else ids[:limit]
+
+    return retrieve

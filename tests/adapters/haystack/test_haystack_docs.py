@@ -1,0 +1,46 @@
+"""The python blocks of docs/haystack.md run, in order, and print what the text says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("haystack")
+try:
+    from haystack.components.generators.chat import MockChatGenerator  # noqa: F401
+except ImportError:  # the doc's example uses Haystack 3's mock generator
+    pytest.skip("MockChatGenerator needs Haystack >= 3", allow_module_level=True)
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "haystack.md"
+
+
+def test_doc_blocks_run(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 4
+    ns: dict[str, Any] = {}
+    exec(compile(blocks[0], "haystack.md:capture", "exec"), ns)
+    out = capsys.readouterr().out
+    assert "['184', '486', '1268']" in out
+    assert "Retrieval evaluation: 5 queries scored" in out
+    # the pipeline_retriever block scores all 225 queries; keep the test small
+    ns["qrels"] = {q: ns["qrels"][q] for q in ["1", "2", "3"]}
+    exec(compile(blocks[1], "haystack.md:retriever", "exec"), ns)
+    assert ns["report"].n_queries == 3
+    exec(compile(blocks[2], "haystack.md:components", "exec"), ns)
+    out = capsys.readouterr().out
+    assert round(ns["scores"]["retrieval"]["score"], 4) == 0.6697  # the value the text shows
+    assert "0.0\n" in out
+    # allow_deserialization() is process-wide; the real call is tested in a subprocess
+    # (test_haystack_serialisation.py), here it must not leak into later tests
+    import ragmeter_haystack
+
+    calls: list[str] = []
+    monkeypatch.setattr(ragmeter_haystack, "allow_deserialization", lambda: calls.append("x"))
+    exec(compile(blocks[3], "haystack.md:yaml", "exec"), ns)
+    assert ns["loaded"].to_dict() == ns["evaluation"].to_dict()
+    assert calls == ["x"]
