@@ -62,38 +62,38 @@ class RagSample(BaseModel):
     id: str = Field(
         default_factory=_new_id, description="Sample id; generated (uuid4 hex) when absent."
     )
-    user_input: str | None = Field(None, description="The user's question (rag-eval: question).")
-    response: str | None = Field(None, description="The generated answer (rag-eval: answer).")
+    user_input: str | None = Field(default=None, description="The user's question (rag-eval: question).")
+    response: str | None = Field(default=None, description="The generated answer (rag-eval: answer).")
     retrieved_contexts: list[str] | None = Field(
-        None, description="Context texts handed to the generator, in order (rag-eval: context)."
+        default=None, description="Context texts handed to the generator, in order (rag-eval: context)."
     )
-    reference: str | None = Field(None, description="The ground-truth answer.")
+    reference: str | None = Field(default=None, description="The ground-truth answer.")
     references: list[str] | None = Field(
-        None, description="Further acceptable answers; answer metrics take the max over all."
+        default=None, description="Further acceptable answers; answer metrics take the max over all."
     )
     reference_contexts: list[str] | None = Field(
-        None, description="Ground-truth context texts (rag-eval: golden_documents)."
+        default=None, description="Ground-truth context texts (rag-eval: golden_documents)."
     )
-    retrieved_ids: list[str] | None = Field(None, description="Retrieved doc ids, best first.")
+    retrieved_ids: list[str] | None = Field(default=None, description="Retrieved doc ids, best first.")
     retrieved_texts: list[str] | None = Field(
-        None, description="Retrieved chunk texts, best first (rag-eval: retrieved)."
+        default=None, description="Retrieved chunk texts, best first (rag-eval: retrieved)."
     )
     reference_ids: list[str] | None = Field(
-        None, description="Relevant doc ids (binary relevance)."
+        default=None, description="Relevant doc ids (binary relevance)."
     )
     relevance: dict[str, float] | None = Field(
-        None, description="Graded relevance {doc_id: grade}; wins over reference_ids."
+        default=None, description="Graded relevance {doc_id: grade}; wins over reference_ids."
     )
-    latency_ms: float | None = Field(None, ge=0, description="Wall-clock latency, milliseconds.")
-    input_tokens: int | None = Field(None, ge=0, description="Prompt tokens reported by the model.")
+    latency_ms: float | None = Field(default=None, ge=0, description="Wall-clock latency, milliseconds.")
+    input_tokens: int | None = Field(default=None, ge=0, description="Prompt tokens reported by the model.")
     output_tokens: int | None = Field(
-        None, ge=0, description="Completion tokens reported by the model."
+        default=None, ge=0, description="Completion tokens reported by the model."
     )
-    gold_spans: list[GoldSpan] | None = Field(None, description="Gold evidence as character spans.")
+    gold_spans: list[GoldSpan] | None = Field(default=None, description="Gold evidence as character spans.")
     retrieved_spans: list[Span] | None = Field(
-        None, description="Character spans of the retrieved chunks, best first."
+        default=None, description="Character spans of the retrieved chunks, best first."
     )
-    error: str | None = Field(None, description="The pipeline's error, if the run failed.")
+    error: str | None = Field(default=None, description="The pipeline's error, if the run failed.")
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Tags, capture notes, extra keys."
     )

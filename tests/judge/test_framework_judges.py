@@ -10,9 +10,9 @@ from haystack import component
 from haystack.dataclasses import ChatMessage
 from langchain_core.language_models import FakeListChatModel
 from llama_index.core.llms import MockLLM
-from ragmeter_haystack._judge import judge as haystack_judge
+from ragmeter_haystack import judge as haystack_judge
 from ragmeter_langchain._judge import judge as langchain_judge
-from ragmeter_llamaindex._judge import judge as llamaindex_judge
+from ragmeter_llamaindex import judge as llamaindex_judge
 
 from ragmeter.judge import Correctness, Faithfulness, JudgeCache, run_judges
 from ragmeter.schema import RagSample

@@ -1,0 +1,36 @@
+"""ragmeter for LlamaIndex: measure a query engine where it runs.
+
+* :class:`RagmeterEventHandler` -- instrumentation capture: one
+  :class:`~ragmeter.schema.RagSample` per top-level query (``.attach()`` / ``.detach()``).
+* :class:`RagmeterEvaluator` -- ragmeter's answer metrics as a ``BaseEvaluator``.
+* :class:`RagmeterRetrievalMetric` -- trec_eval-exact retrieval metrics as a
+  ``BaseRetrievalMetric`` for ``RetrieverEvaluator``.
+* :func:`query_engine_retriever` -- an index or retriever as the callable
+  :func:`ragmeter.evaluate_retrieval` runs.
+* :func:`judge` -- any LlamaIndex LLM as the judge of ragmeter's LLM-judged metrics.
+
+Every number is computed by the ragmeter core; this package only translates.
+"""
+
+from __future__ import annotations
+
+from ragmeter_llamaindex._evaluator import RagmeterEvaluationResult, RagmeterEvaluator
+from ragmeter_llamaindex._handler import RagmeterEventHandler
+from ragmeter_llamaindex._judge import LlamaIndexJudge, judge
+from ragmeter_llamaindex._metrics import RagmeterRetrievalMetric
+from ragmeter_llamaindex._retriever import check_id_field, node_doc_id, query_engine_retriever
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LlamaIndexJudge",
+    "RagmeterEvaluationResult",
+    "RagmeterEvaluator",
+    "RagmeterEventHandler",
+    "RagmeterRetrievalMetric",
+    "__version__",
+    "check_id_field",
+    "judge",
+    "node_doc_id",
+    "query_engine_retriever",
+]

@@ -1,0 +1,343 @@
+"""RagmeterEventHandler: capture from real LlamaIndex query engines"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.dispatcher import instrument_tags
+from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import CustomQueryEngine
+from llama_index.core.schema import TextNode
+from ragmeter_llamaindex import RagmeterEventHandler
+
+from ragmeter.errors import InvalidInputError
+from ragmeter.io.jsonl import read_jsonl
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+TOP_K = 5
+
+
+def retrieved_node_ids(index: Any, query: str, k: int = TOP_K) -> list[str]:
+    """The oracle: what LlamaIndex's own retriever returns for ``query``."""
+    return [n.node.node_id for n in index.as_retriever(similarity_top_k=k).retrieve(query)]
+
+
+def engine(index: Any, **kwargs: Any) -> Any:
+    return index.as_query_engine(llm=MockLLM(max_tokens=4), similarity_top_k=TOP_K, **kwargs)
+
+
+def test_attach_is_idempotent_and_detach_removes_it(index: Any) -> None:
+    root = get_dispatcher()
+    handler = RagmeterEventHandler()
+    assert handler.attach() is handler
+    handler.attach()
+    assert sum(h is handler for h in root.event_handlers) == 1
+    assert sum(type(h).__name__ == "_SpanTracker" for h in root.span_handlers) == 1
+    engine(index).query("shock waves")
+    assert len(handler) == 1
+    handler.detach()
+    assert all(h is not handler for h in root.event_handlers)
+    assert all(type(h).__name__ != "_SpanTracker" for h in root.span_handlers)
+    engine(index).query("shock waves")
+    assert len(handler) == 1  # nothing captured once detached
+
+
+def test_context_manager_attaches_and_detaches(index: Any) -> None:
+    with RagmeterEventHandler() as handler:
+        engine(index).query("boundary layer")
+    engine(index).query("boundary layer")
+    assert len(handler.samples) == 1
+    assert all(h is not handler for h in get_dispatcher().event_handlers)
+
+
+def test_query_is_captured_as_one_sample(index: Any, cranfield: Any) -> None:
+    _, queries, _ = cranfield
+    qid, text = next(iter(queries.items()))
+    qe = engine(index)
+    with RagmeterEventHandler().attach() as handler, instrument_tags({"ragmeter_id": qid}):
+        response = qe.query(text)
+    (sample,) = handler.samples
+    assert sample.id == qid
+    assert sample.user_input == text
+    assert sample.retrieved_ids == retrieved_node_ids(index, text)
+    assert sample.response == response.response == "text text text text"
+    assert sample.retrieved_contexts == [n.node.get_content() for n in response.source_nodes]
+    assert sample.retrieved_texts == sample.retrieved_contexts
+    assert sample.metadata["node_ids"] == sample.retrieved_ids
+    assert sample.metadata["scores"] == [n.score for n in response.source_nodes]
+    assert sample.latency_ms is not None and sample.latency_ms > 0
+    assert sample.error is None
+    assert "capture_errors" not in sample.metadata
+
+
+def test_captured_run_scores_exactly_like_pytrec_eval(index: Any, cranfield: Any) -> None:
+    _, queries, qrels = cranfield
+    qe = engine(index)
+    with RagmeterEventHandler() as handler:
+        for qid, text in queries.items():
+            with instrument_tags({"ragmeter_id": qid}):
+                qe.query(text)
+    run = handler.to_run()
+    assert run == {qid: retrieved_node_ids(index, text) for qid, text in queries.items()}
+    report = handler.evaluate_retrieval(qrels, k_values=(5,), metrics=["ndcg", "recall"])
+    trec_run = {q: {d: float(len(ids) - i) for i, d in enumerate(ids)} for q, ids in run.items()}
+    trec_qrels = {q: {d: int(g) for d, g in row.items()} for q, row in qrels.items()}
+    ref = pytrec_eval.RelevanceEvaluator(trec_qrels, {"ndcg_cut.5", "recall.5"}).evaluate(trec_run)
+    for qid in queries:
+        assert report.per_query[qid]["ndcg@5"] == pytest.approx(ref[qid]["ndcg_cut_5"], abs=1e-12)
+        assert report.per_query[qid]["recall@5"] == pytest.approx(ref[qid]["recall_5"], abs=1e-12)
+
+
+def test_tags_carry_ground_truth_and_extra_tags_are_kept(index: Any, tmp_path: Any) -> None:
+    tags = {
+        "ragmeter_id": "q7",
+        "ragmeter_reference": "text text",
+        "ragmeter_reference_ids": ["12", "51"],
+        "user": "alice",
+    }
+    with RagmeterEventHandler() as handler, instrument_tags(tags):
+        engine(index).query("similarity laws for wind tunnel models")
+    (sample,) = handler.samples
+    assert sample.reference == "text text"
+    assert sample.reference_ids == ["12", "51"]
+    assert sample.metadata["tags"] == {"user": "alice"}
+    assert handler.to_qrels() == {"q7": {"12": 1, "51": 1}}
+    report = handler.evaluate(metrics=["token_f1", "exact_match"])
+    assert report.per_sample["q7"]["exact_match"] == 0.0  # "text text text text" vs "text text"
+    assert 0.0 < report.per_sample["q7"]["token_f1"] < 1.0
+    path = tmp_path / "samples.jsonl"
+    assert handler.to_jsonl(path) == 1
+    assert [s.id for s in read_jsonl(path)] == ["q7"]
+    handler.clear()
+    assert handler.samples == [] and handler.to_run() == {}
+
+
+def slow_copy(embed_model: Any, delays: dict[str, float]) -> Any:
+    """``embed_model``'s vectors, but an async query embedding takes ``delays[query]`` seconds."""
+
+    class SlowEmbedding(type(embed_model)):  # type: ignore[misc]
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            await asyncio.sleep(delays.get(query, 0.0))
+            return self._get_query_embedding(query)
+
+    return SlowEmbedding(model_name="slow-" + embed_model.model_name)
+
+
+def test_concurrent_aquery_keeps_samples_apart(
+    index: Any, cranfield: Any, embed_model: Any
+) -> None:
+    _, queries, _ = cranfield
+    qids = list(queries)[:8]
+    # the first query started waits longest, so completion order is the reverse of start order
+    slow = slow_copy(embed_model, {queries[q]: 0.02 * (len(qids) - i) for i, q in enumerate(qids)})
+    qe = engine(index)
+    qe.retriever._embed_model = slow  # same vectors, slower in async
+
+    async def one(qid: str) -> Any:
+        with instrument_tags({"ragmeter_id": qid}):
+            return await qe.aquery(queries[qid])
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(one(q) for q in qids))
+
+    with RagmeterEventHandler() as handler:
+        responses = asyncio.run(main())
+    samples = handler.samples
+    assert [s.id for s in samples] == list(reversed(qids))  # the tasks really interleaved
+    for sample, qid in zip(reversed(samples), qids, strict=True):
+        assert sample.user_input == queries[qid]
+        assert sample.retrieved_ids == retrieved_node_ids(index, queries[qid])
+    for response, qid in zip(responses, qids, strict=True):
+        assert [n.node.node_id for n in response.source_nodes] == handler.to_run()[qid]
+
+
+def test_queries_in_threads_keep_samples_apart(index: Any, cranfield: Any) -> None:
+    _, queries, _ = cranfield
+    qe = engine(index)
+
+    def one(qid: str) -> None:
+        with instrument_tags({"ragmeter_id": qid}):
+            qe.query(queries[qid])
+
+    with RagmeterEventHandler() as handler, ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(one, queries))
+    assert handler.to_run() == {q: retrieved_node_ids(index, t) for q, t in queries.items()}
+
+
+def test_streaming_response_is_never_drained_by_capture(index: Any) -> None:
+    qe = index.as_query_engine(llm=MockLLM(max_tokens=3), similarity_top_k=TOP_K, streaming=True)
+    with RagmeterEventHandler() as handler:
+        response = qe.query("heat transfer in hypersonic flow")
+        assert isinstance(response, StreamingResponse)
+        (sample,) = handler.samples
+        assert sample.response is None
+        assert sample.metadata["response_status"] == "stream not consumed yet"
+        tokens = list(response.response_gen)  # the caller reads the whole stream
+    assert "".join(tokens) == "text text text"
+    assert sample.response == "text text text"
+    assert sample.metadata["response_status"] == "streamed"
+    assert sample.retrieved_ids == retrieved_node_ids(index, "heat transfer in hypersonic flow")
+
+
+def test_stream_closed_early_stays_unknown(index: Any) -> None:
+    qe = index.as_query_engine(llm=MockLLM(max_tokens=3), similarity_top_k=TOP_K, streaming=True)
+    with RagmeterEventHandler() as handler:
+        response = qe.query("heat transfer")
+        gen = response.response_gen
+        assert next(gen) == "text "
+        gen.close()
+    (sample,) = handler.samples
+    assert sample.response is None
+    assert sample.metadata["response_status"] == "stream closed before the end; text unknown"
+
+
+def test_async_streaming_response(index: Any) -> None:
+    qe = index.as_query_engine(llm=MockLLM(max_tokens=2), similarity_top_k=TOP_K, streaming=True)
+
+    async def main() -> str:
+        response = await qe.aquery("laminar flow")
+        assert isinstance(response, AsyncStreamingResponse)
+        assert handler.samples[0].response is None
+        return "".join([t async for t in response.async_response_gen()])
+
+    with RagmeterEventHandler() as handler:
+        text = asyncio.run(main())
+    assert text == "text text"
+    assert handler.samples[0].response == "text text"
+    assert handler.samples[0].metadata["response_status"] == "streamed"
+
+
+class Rephrasing(CustomQueryEngine):
+    """A custom engine that calls another engine: one top-level query, one sample."""
+
+    inner: Any
+
+    def custom_query(self, query_str: str) -> str:
+        return str(self.inner.query(query_str + " at high mach numbers"))
+
+
+class Failing(CustomQueryEngine):
+    def custom_query(self, query_str: str) -> str:
+        raise ValueError("the vector store is down")
+
+
+def test_nested_engines_make_one_sample_for_the_outer_query(index: Any) -> None:
+    outer = Rephrasing(inner=engine(index))
+    with RagmeterEventHandler() as handler, instrument_tags({"ragmeter_id": "outer"}):
+        answer = outer.query("pressure distribution")
+    (sample,) = handler.samples
+    assert sample.id == "outer"
+    assert sample.user_input == "pressure distribution"
+    assert sample.response == str(answer)
+    assert sample.retrieved_ids == retrieved_node_ids(
+        index, "pressure distribution at high mach numbers"
+    )
+
+
+def test_a_failing_query_raises_as_usual_and_is_recorded(index: Any) -> None:
+    with RagmeterEventHandler() as handler, pytest.raises(ValueError, match="vector store is down"):
+        Failing().query("anything")
+    (sample,) = handler.samples
+    assert sample.error == "ValueError: the vector store is down"
+    assert sample.response is None
+
+
+def test_retrieval_outside_a_query_is_not_a_sample(index: Any) -> None:
+    with RagmeterEventHandler() as handler:
+        index.as_retriever(similarity_top_k=3).retrieve("wing")
+    assert handler.samples == []
+
+
+def test_chunks_are_mapped_to_their_source_documents(chunked: Any) -> None:
+    index, nodes, queries, qrels = chunked
+    source = {n.node_id: n.ref_doc_id for n in nodes}
+    qe = index.as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=20)
+    with RagmeterEventHandler(id_field="ref_doc_id") as handler:
+        for qid, text in queries.items():
+            with instrument_tags({"ragmeter_id": qid}):
+                qe.query(text)
+    repeated = 0
+    for sample in handler.samples:
+        node_ids = retrieved_node_ids(index, sample.user_input, 20)
+        assert sample.metadata["node_ids"] == node_ids
+        assert sample.retrieved_ids == list(dict.fromkeys(source[n] for n in node_ids))
+        repeated += len(node_ids) - len(sample.retrieved_ids)
+    assert repeated > 0  # some documents were retrieved as several chunks
+    report = handler.evaluate_retrieval(qrels, k_values=(10,), metrics=["ndcg"])
+    run = handler.to_run()
+    trec_run = {q: {d: float(len(ids) - i) for i, d in enumerate(ids)} for q, ids in run.items()}
+    trec_qrels = {q: {d: int(g) for d, g in row.items()} for q, row in qrels.items()}
+    ref = pytrec_eval.RelevanceEvaluator(trec_qrels, {"ndcg_cut.10"}).evaluate(trec_run)
+    for qid in queries:
+        assert report.per_query[qid]["ndcg@10"] == pytest.approx(ref[qid]["ndcg_cut_10"], abs=1e-12)
+
+
+def metadata_index(embed_model: Any) -> Any:
+    from llama_index.core import VectorStoreIndex
+
+    nodes = [
+        TextNode(id_="n1", text="supersonic wing flutter", metadata={"paper": "p1"}),
+        TextNode(id_="n2", text="supersonic wing drag", metadata={"paper": "p1"}),
+        TextNode(id_="n3", text="supersonic inlet", metadata={}),
+    ]
+    return VectorStoreIndex(nodes, embed_model=embed_model)
+
+
+def test_metadata_id_field_and_nodes_without_the_key(embed_model: Any) -> None:
+    qe = metadata_index(embed_model).as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=3)
+    with RagmeterEventHandler(id_field="metadata.paper") as handler:
+        qe.query("supersonic wing")
+    (sample,) = handler.samples
+    assert set(sample.metadata["node_ids"][:2]) == {"n1", "n2"}
+    assert sample.retrieved_ids == ["p1", "n3"]  # n3 has no 'paper': its node id stands in
+    assert sample.metadata["capture_errors"] == [
+        "1 of 3 retrieved node(s) had no value for id_field='metadata.paper'; their node_id "
+        "was used instead"
+    ]
+
+
+def test_capture_errors_never_reach_the_query_and_are_logged_once(
+    embed_model: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(node: Any) -> str:
+        raise KeyError("no such field")
+
+    qe = metadata_index(embed_model).as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=2)
+    handler = RagmeterEventHandler(id_field=broken)
+    with caplog.at_level(logging.DEBUG, logger="ragmeter_llamaindex"), handler:
+        first = qe.query("supersonic wing")
+        second = qe.query("supersonic inlet")
+    assert str(first) == str(second) == "text"
+    assert handler.capture_errors == 2
+    for sample in handler.samples:
+        assert sample.retrieved_ids == sample.metadata["node_ids"]  # fell back to node ids
+        assert sample.metadata["capture_errors"][0] == "KeyError: 'no such field'"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "ragmeter capture failed" in warnings[0].getMessage()
+    assert any(r.levelno == logging.DEBUG for r in caplog.records)
+
+
+def test_max_samples_keeps_the_newest(index: Any) -> None:
+    qe = engine(index)
+    with RagmeterEventHandler(max_samples=2) as handler:
+        for i in range(3):
+            with instrument_tags({"ragmeter_id": f"q{i}"}):
+                qe.query(f"query number {i}")
+    assert [s.id for s in handler.samples] == ["q1", "q2"]
+    assert handler.store.dropped == 1
+
+
+def test_bad_id_field() -> None:
+    with pytest.raises(
+        InvalidInputError, match=r"id_field must be 'node_id', 'ref_doc_id', 'metadata\.<key>'"
+    ):
+        RagmeterEventHandler(id_field="doc_id")
+    with pytest.raises(InvalidInputError, match=r"got 'metadata\.'"):
+        RagmeterEventHandler(id_field="metadata.")

@@ -1,0 +1,112 @@
+"""query_engine_retriever and node_doc_id: LlamaIndex retrieval for ragmeter.evaluate_retrieval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from llama_index.core.llms import MockLLM
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from ragmeter_llamaindex import node_doc_id, query_engine_retriever
+
+from ragmeter.errors import InvalidInputError
+from ragmeter.evaluation.retrieval import evaluate_retrieval
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+
+def pytrec(
+    run: dict[str, list[str]], qrels: dict[str, dict[str, float]], measures: set[str]
+) -> Any:
+    trec_run = {q: {d: float(len(ids) - i) for i, d in enumerate(ids)} for q, ids in run.items()}
+    trec_qrels = {q: {d: int(g) for d, g in row.items()} for q, row in qrels.items()}
+    return pytrec_eval.RelevanceEvaluator(trec_qrels, measures).evaluate(trec_run)
+
+
+def test_evaluate_retrieval_over_an_index_matches_pytrec_eval(index: Any, cranfield: Any) -> None:
+    _, queries, qrels = cranfield
+    report = evaluate_retrieval(
+        query_engine_retriever(index), qrels, queries, k_values=(5, 10), metrics=["ndcg", "map"]
+    )
+    oracle = index.as_retriever(similarity_top_k=10)  # limit defaults to max(k_values)
+    run = {q: [n.node.node_id for n in oracle.retrieve(t)] for q, t in queries.items()}
+    ref = pytrec(run, qrels, {"ndcg_cut.5,10", "map_cut.10"})
+    for qid in queries:
+        assert report.per_query[qid]["ndcg@10"] == pytest.approx(ref[qid]["ndcg_cut_10"], abs=1e-12)
+        assert report.per_query[qid]["ndcg@5"] == pytest.approx(ref[qid]["ndcg_cut_5"], abs=1e-12)
+        assert report.per_query[qid]["map@10"] == pytest.approx(ref[qid]["map_cut_10"], abs=1e-12)
+
+
+def test_limit_becomes_similarity_top_k(index: Any) -> None:
+    retrieve = query_engine_retriever(index)
+    assert len(retrieve("transonic flow", limit=7)) == 7
+    assert len(retrieve("transonic flow", limit=2)) == 2
+    retriever = index.as_retriever(similarity_top_k=3)
+    on_retriever = query_engine_retriever(retriever)
+    assert on_retriever("transonic flow", limit=6) == retrieve("transonic flow", limit=6)
+    assert retriever.similarity_top_k == 3  # restored after the call
+    assert len(on_retriever("transonic flow")) == 3
+
+
+def test_a_query_engine_s_retriever_is_used(index: Any) -> None:
+    qe = index.as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=4)
+    assert query_engine_retriever(qe)("wing", limit=4) == query_engine_retriever(index)(
+        "wing", limit=4
+    )
+
+
+def test_chunked_documents_score_as_their_sources(chunked: Any) -> None:
+    index, nodes, queries, qrels = chunked
+    source = {n.node_id: n.ref_doc_id for n in nodes}
+    retrieve = query_engine_retriever(index, id_field="ref_doc_id")
+    ids = retrieve(next(iter(queries.values())), limit=20)
+    assert len(ids) == 20 and len(set(ids)) < 20  # chunks of one document repeat its id
+    report = evaluate_retrieval(
+        retrieve, qrels, queries, k_values=(10,), metrics=["ndcg"], limit=20
+    )
+    oracle = index.as_retriever(similarity_top_k=20)
+    run = {
+        q: list(dict.fromkeys(source[n.node.node_id] for n in oracle.retrieve(t)))
+        for q, t in queries.items()
+    }
+    ref = pytrec(run, qrels, {"ndcg_cut.10"})
+    for qid in queries:
+        assert report.per_query[qid]["ndcg@10"] == pytest.approx(ref[qid]["ndcg_cut_10"], abs=1e-12)
+
+
+def test_node_doc_id_rules() -> None:
+    node = TextNode(
+        id_="c1",
+        text="...",
+        metadata={"doc": {"id": 12}, "file.name": "a.pdf"},
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="d1")},
+    )
+    assert node_doc_id(node) == "c1"
+    assert node_doc_id(node, "ref_doc_id") == "d1"
+    assert node_doc_id(node, "metadata.doc.id") == "12"
+    assert node_doc_id(node, "metadata.file.name") == "a.pdf"  # a dotted key wins over a path
+    assert node_doc_id(node, "metadata.missing") is None
+    assert node_doc_id(node, lambda n: n.text + "!") == "...!"
+
+
+def test_node_without_the_id_field_is_an_error(embed_model: Any) -> None:
+    from llama_index.core import VectorStoreIndex
+
+    index = VectorStoreIndex([TextNode(id_="n1", text="wing")], embed_model=embed_model)
+    with pytest.raises(
+        InvalidInputError,
+        match=r"node at rank 1 \(node_id 'n1'\) has no value for id_field='ref_doc_id'",
+    ):
+        query_engine_retriever(index, id_field="ref_doc_id")("wing")
+
+
+def test_unsupported_object() -> None:
+    with pytest.raises(
+        InvalidInputError, match="must be a LlamaIndex index, a BaseRetriever or a query engine"
+    ):
+        query_engine_retriever({"not": "an index"})
+
+
+def test_bad_limit(index: Any) -> None:
+    with pytest.raises(InvalidInputError, match="limit must be an int >= 1, got 0"):
+        query_engine_retriever(index)("wing", limit=0)
