@@ -11,7 +11,7 @@ from haystack.dataclasses import ChatMessage
 from langchain_core.language_models import FakeListChatModel
 from llama_index.core.llms import MockLLM
 from ragmeter_haystack import judge as haystack_judge
-from ragmeter_langchain._judge import judge as langchain_judge
+from ragmeter_langchain import judge as langchain_judge
 from ragmeter_llamaindex import judge as llamaindex_judge
 
 from ragmeter.judge import Correctness, Faithfulness, JudgeCache, run_judges

@@ -242,7 +242,7 @@ def test_capture_errors_never_break_the_pipeline_and_are_logged_once(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "could not capture" in warnings[0].getMessage()
     assert [s.id for s in recorder.samples] == ["1", "2"]
-    assert all("NaN" in s.metadata["capture_error"] for s in recorder.samples)
+    assert all("NaN" in s.metadata["capture_errors"][0] for s in recorder.samples)
 
 
 # -- errors --------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ class RagmeterRecorder(SampleStore):
     named ``*Retriever*`` wins) and the generator the one with a ``replies`` output; name
     them when that is ambiguous. A failure while *capturing* never reaches your pipeline:
     it is logged once per recorder and recorded in the sample's
-    ``metadata["capture_error"]``. The recorder is a :class:`~ragmeter.capture.SampleStore`:
+    ``metadata["capture_errors"]``. The recorder is a :class:`~ragmeter.capture.SampleStore`:
     ``samples``, ``to_run()``, ``to_qrels()``, ``clear()``, ``to_jsonl()``,
     ``evaluate()`` and ``evaluate_retrieval(qrels)`` work as in every ragmeter adapter.
     """
@@ -244,7 +244,7 @@ class RagmeterRecorder(SampleStore):
             sid = fields.get("id")
             record: dict[str, Any] = {
                 "latency_ms": latency_ms,
-                "metadata": {"framework": "haystack", "capture_error": message},
+                "metadata": {"framework": "haystack", "capture_errors": [message]},
             }
             if isinstance(sid, str):
                 record["id"] = sid
@@ -261,7 +261,7 @@ class RagmeterRecorder(SampleStore):
         if first:
             logger.warning(
                 "ragmeter could not capture a Haystack pipeline run (%s); the pipeline result "
-                "is unaffected, the sample records the error in metadata['capture_error']. "
+                "is unaffected, the sample records the error in metadata['capture_errors']. "
                 "Further capture errors of this recorder are logged at DEBUG level.",
                 message,
                 exc_info=exc,

@@ -1,0 +1,24 @@
+"""ragmeter for LangChain: measure an existing chain without changing it.
+
+>>> from ragmeter_langchain import RagmeterCallbackHandler
+>>> handler = RagmeterCallbackHandler()
+>>> # chain.invoke(question, config={"callbacks": [handler], "metadata": {"ragmeter_id": qid}})
+>>> handler.samples
+[]
+"""
+
+from ragmeter_langchain._convert import document_id
+from ragmeter_langchain._handler import RagmeterCallbackHandler
+from ragmeter_langchain._judge import LangChainJudge, judge
+from ragmeter_langchain._retriever import as_retriever_fn
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LangChainJudge",
+    "RagmeterCallbackHandler",
+    "__version__",
+    "as_retriever_fn",
+    "document_id",
+    "judge",
+]
