@@ -1,0 +1,222 @@
+"""Claim-overlap faithfulness (seed 002): is every claim of the answer backed by the contexts?
+
+:func:`faithfulness` splits the answer into claims, and calls a claim *supported* when at
+least ``threshold`` (0.8) of its distinct content words occur somewhere in the contexts.
+The score is ``supported claims / claims``; an answer with no claim scores 1.0.
+
+How an answer becomes claims (:func:`extract_claims`):
+
+* sentences end at ``.``, ``!``, ``?`` or ``…`` followed by whitespace or the end of the
+  text (closing quotes/brackets may sit in between), and at line breaks; so ``3.14`` or
+  ``www.example.com`` do not split. A period after a capital initial (``J. Smith``) or a
+  common abbreviation (``Mr``, ``Mrs``, ``Ms``, ``Dr``, ``Prof``, ``Sr``, ``Jr``, ``St``,
+  ``vs``, ``e.g``, ``i.e``, ``cf``) does not end a sentence; any other abbreviation does;
+* a sentence splits further at ``;`` and at a comma followed by a contrast word: ``, but``,
+  ``, however``, ``, whereas``, ``, although``, ``, though``, ``, yet``, ``, while``;
+* a piece with no content word ("Yes.", "It is.") is not a claim: it asserts nothing
+  checkable, and counting it as supported would reward filler.
+
+Content words (:func:`ragmeter.text.content_words`) are lower-cased runs of Unicode letters
+and digits (``3.14`` and ``1,000`` stay one token), minus :data:`ragmeter.text.STOPWORDS`
+(articles, pronouns, auxiliaries, prepositions, conjunctions). Negations and numbers are
+content words, so "Paris is not in Spain" needs ``not`` in the contexts.
+
+Limits -- this is a lexical heuristic, fast and free, not a judge:
+
+* it sees words, not meaning: a paraphrase ("the capital" vs "the seat of government") is
+  unsupported, and a claim that rearranges supported words into a false statement
+  ("France is the capital of Paris") is supported;
+* negation only counts when the negating word is missing from the contexts; a context that
+  says "not" anywhere supports every "not";
+* no stemming or synonyms: "cities" does not match "city";
+* the splitter is English-centred: it splits after abbreviations it does not know
+  ("approx. 5") and keeps a sentence ending in a capital initial ("World War I. Then")
+  joined to the next;
+* 80% of a long claim's words can be present while the one word that matters is not.
+
+Use an LLM judge (:mod:`ragmeter.ragas_bridge`) when those limits matter.
+
+Where ragmeter differs from ``rag_eval.faithfulness`` (deliberately, tested):
+
+* content words are counted once per claim (rag-eval counts repeats, so repeating a
+  supported word can push a claim over the threshold);
+* pieces without content words are dropped rather than counted as supported claims;
+* ``.`` only ends a sentence before whitespace or the end (rag-eval also splits ``3.14``);
+* a larger stopword list, Unicode-aware words (rag-eval keeps ``[a-z0-9]`` only, so
+  ``café`` becomes ``caf``) and decimal numbers kept whole;
+* more contrast words (``though``, ``yet``, ``while``) and line breaks split claims.
+
+>>> score, supported, unsupported = faithfulness(
+...     "Paris is the capital of France. It has 90 million people.",
+...     ["Paris is the capital and largest city of France."])
+>>> score, unsupported
+(0.5, ['It has 90 million people'])
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+from ragmeter.errors import InvalidInputError
+from ragmeter.metrics.base import RagMetric
+from ragmeter.metrics.lexical import _check_contexts, _check_text, _register
+from ragmeter.schema import RagSample
+from ragmeter.text import STOPWORDS, _ascii_words, _word_haystack, word_tokens
+
+__all__ = [
+    "SUPPORT_THRESHOLD",
+    "Faithfulness",
+    "extract_claims",
+    "faithfulness",
+]
+
+SUPPORT_THRESHOLD: float = 0.8
+"""Share of a claim's distinct content words that must occur in the contexts."""
+
+_STOPWORDS_BYTES = frozenset(w.encode("ascii") for w in STOPWORDS)
+
+_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "vs", "e.g", "i.e", "cf")
+# A lone "." is checked against the abbreviations *after* it matched, so the look-behinds
+# run only at periods (the pattern then starts with a character set, which re scans fast).
+_NOT_ABBREVIATION = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in _ABBREVIATIONS)
+_CLAIM_SPLIT = re.compile(
+    r"(?:[!?\u2026]|\." + _NOT_ABBREVIATION + r"(?<!\b[A-Z]\.))"
+    r"[.!?\u2026]*[\"'\u2019\u201d)\]]*(?=\s|$)"
+    r"|[\r\n]"
+    r"|;"
+    r"|,\s+(?i:but|however|whereas|although|though|yet|while)\s"
+)
+
+
+def _split(answer: str) -> Iterable[tuple[str, list[bytes]]]:
+    """``(claim, needles)`` per claim: needles are ``b" word "`` for its distinct content words."""
+    ascii_answer = answer.isascii()
+    for piece in _CLAIM_SPLIT.split(answer):
+        claim = piece.strip()
+        if not claim:
+            continue
+        if ascii_answer:
+            raw = set(_ascii_words(claim.encode("ascii")).split())
+            raw -= _STOPWORDS_BYTES
+            if raw:
+                yield claim, [b" " + w + b" " for w in raw]
+        else:
+            words = set(word_tokens(claim))
+            words -= STOPWORDS
+            if words:
+                yield claim, [f" {w} ".encode() for w in words]
+
+
+def extract_claims(answer: str) -> list[str]:
+    """The claims of ``answer``, in order (see the module docstring for the rules).
+
+    >>> extract_claims("Paris is in France, but Lyon is bigger; pi is 3.14. Yes!")
+    ['Paris is in France', 'Lyon is bigger', 'pi is 3.14']
+    """
+    return [claim for claim, _ in _split(_check_text(answer, "answer"))]
+
+
+def _faithfulness(
+    answer: str, contexts: str, threshold: float
+) -> tuple[float, list[str], list[str]]:
+    """The score and claims; ``contexts`` are the contexts joined by spaces."""
+    supported: list[str] = []
+    unsupported: list[str] = []
+    hay: bytes | None = None
+    for claim, needles in _split(answer):
+        if hay is None:
+            # A space-padded haystack: a word occurs iff b" word " is a substring.
+            hay = _word_haystack(contexts)
+        if sum(map(hay.__contains__, needles)) / len(needles) >= threshold:
+            supported.append(claim)
+        else:
+            unsupported.append(claim)
+    total = len(supported) + len(unsupported)
+    if total == 0:
+        return 1.0, supported, unsupported
+    return len(supported) / total, supported, unsupported
+
+
+def faithfulness(
+    answer: str, contexts: Sequence[str], *, threshold: float = SUPPORT_THRESHOLD
+) -> tuple[float, list[str], list[str]]:
+    """Claim-overlap faithfulness of ``answer``: ``(score, supported, unsupported)``.
+
+    ``score`` is the share of the answer's claims whose distinct content words are at least
+    ``threshold`` present in the union of the contexts' words, in [0, 1]; 1.0 when the
+    answer makes no claim. ``supported`` and ``unsupported`` list the claim texts in answer
+    order. No contexts means every claim is unsupported. See the module docstring for the
+    splitting rules, the limits and where this differs from rag-eval.
+
+    Raises :class:`~ragmeter.errors.InvalidInputError` when ``answer`` is not a str,
+    ``contexts`` is not a list of str (a bare str is refused), or ``threshold`` is outside
+    (0, 1].
+
+    >>> faithfulness("Paris is the capital of France.",
+    ...              ["Paris is the capital and largest city of France."])
+    (1.0, ['Paris is the capital of France'], [])
+    >>> faithfulness("", ["anything"])
+    (1.0, [], [])
+    """
+    _check_text(answer, "answer")
+    if isinstance(contexts, str) or not isinstance(contexts, Sequence):
+        _check_contexts(contexts, "contexts")  # raises, naming the problem
+    try:
+        joined = " ".join(contexts)
+    except TypeError:
+        _check_contexts(contexts, "contexts")  # names the item that is not a str
+        raise
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not 0 < threshold <= 1
+    ):
+        raise InvalidInputError(f"threshold must be a number in (0, 1], got {threshold!r}")
+    return _faithfulness(answer, joined, float(threshold))
+
+
+class Faithfulness(RagMetric):
+    """Sample-level :func:`faithfulness` of ``response`` to ``retrieved_contexts``.
+
+    Needs a non-empty ``response`` and ``retrieved_contexts`` (an empty list is scored:
+    every claim is then unsupported). :meth:`detail` gives the supported and unsupported
+    claims, which :func:`ragmeter.evaluation.rag.evaluate_rag` puts in the report's
+    ``details[sample_id]["faithfulness"]``.
+    """
+
+    name: ClassVar[str] = "faithfulness"
+    needs: ClassVar[frozenset[str]] = frozenset({"response", "retrieved_contexts"})
+
+    def __init__(self, *, threshold: float = SUPPORT_THRESHOLD) -> None:
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, (int, float))
+            or not 0 < threshold <= 1
+        ):
+            raise InvalidInputError(f"threshold must be a number in (0, 1], got {threshold!r}")
+        self.threshold = float(threshold)
+
+    def score_and_detail(self, sample: RagSample) -> tuple[float | None, dict[str, Any] | None]:
+        """Score and the claim lists in one pass (what ``evaluate_rag`` calls)."""
+        if not sample.response or sample.retrieved_contexts is None:
+            return None, None
+        score, supported, unsupported = _faithfulness(
+            sample.response, " ".join(sample.retrieved_contexts), self.threshold
+        )
+        return score, {"supported_claims": supported, "unsupported_claims": unsupported}
+
+    def score(self, sample: RagSample) -> float | None:
+        return self.score_and_detail(sample)[0]
+
+    def detail(self, sample: RagSample) -> dict[str, Any] | None:
+        return self.score_and_detail(sample)[1]
+
+    def __repr__(self) -> str:
+        if self.threshold == SUPPORT_THRESHOLD:
+            return "Faithfulness()"
+        return f"Faithfulness(threshold={self.threshold})"
+
+
+_register(Faithfulness())

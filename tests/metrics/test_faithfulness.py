@@ -1,0 +1,236 @@
+"""Claim-overlap faithfulness: seed 002's README numbers, rag-eval parity, and the differences."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rag_eval.faithfulness import faithfulness as rag_eval_faithfulness
+
+from ragmeter.errors import InvalidInputError
+from ragmeter.metrics.base import RAG_METRICS
+from ragmeter.metrics.faithfulness import Faithfulness, extract_claims, faithfulness
+from ragmeter.schema import RagSample
+from ragmeter.text import STOPWORDS
+
+_RAG_EVAL_STOPWORDS_TEXT = "the a an is are was were of to and or in on for with it this"
+RAG_EVAL_STOPWORDS = _RAG_EVAL_STOPWORDS_TEXT.split()
+
+
+def test_readme_quickstart_numbers() -> None:
+    answer = "Paris is the capital of France."
+    context = ["Paris is the capital and largest city of France."]
+    assert faithfulness(answer, context) == (1.0, ["Paris is the capital of France"], [])
+    assert faithfulness(answer, context)[0] == rag_eval_faithfulness(answer, context)[0]
+
+
+def test_partly_supported_answer() -> None:
+    score, supported, unsupported = faithfulness(
+        "Paris is the capital of France. It has 90 million people!",
+        ["Paris is the capital and largest city of France."],
+    )
+    assert score == 0.5
+    assert supported == ["Paris is the capital of France"]
+    assert unsupported == ["It has 90 million people"]
+
+
+def test_no_claims_and_no_contexts() -> None:
+    assert faithfulness("", ["x"]) == (1.0, [], [])
+    assert faithfulness("It is. Yes!", ["x"]) == (1.0, [], [])  # no content word: no claim
+    assert faithfulness("Paris is big.", []) == (0.0, [], ["Paris is big"])
+
+
+def test_threshold_is_inclusive_at_80_percent() -> None:
+    context = ["alpha beta gamma delta"]
+    assert faithfulness("alpha beta gamma delta epsilon", context)[0] == 1.0  # 4/5
+    assert faithfulness("alpha beta gamma epsilon", context)[0] == 0.0  # 3/4
+    assert faithfulness("alpha beta gamma epsilon", context, threshold=0.75)[0] == 1.0
+
+
+def test_negation_must_be_found_in_the_contexts() -> None:
+    context = ["Paris is in France. Spain is to the south."]
+    assert faithfulness("Paris is not in Spain.", context)[0] == 0.0
+    assert faithfulness("Paris is not in Spain.", [*context, "It is not Spanish."])[0] == 1.0
+
+
+def test_claim_splitting_rules() -> None:
+    assert extract_claims("Paris is in France, but Lyon is bigger; pi is 3.14. Yes!") == [
+        "Paris is in France",
+        "Lyon is bigger",
+        "pi is 3.14",
+    ]
+    assert extract_claims("Dr. Smith met J. K. Rowling. She wrote books!!") == [
+        "Dr. Smith met J. K. Rowling",
+        "She wrote books",
+    ]
+    assert extract_claims("Visit www.example.com today.\nBring cash") == [
+        "Visit www.example.com today",
+        "Bring cash",
+    ]
+    # closing quotes and brackets after the period go with the split, not the next claim
+    assert extract_claims('He said "stop." Then left') == ['He said "stop', "Then left"]
+    assert extract_claims("Paris is big, though Lyon, while small, is old") == [
+        "Paris is big",
+        "Lyon",
+        "small, is old",
+    ]
+
+
+# --------------------------------------------------------------------------- rag-eval parity
+# Where the two rule sets coincide: lower-case ASCII words, content words distinct within a
+# claim and never stopwords of either list, every claim with a content word, separators
+# rag-eval knows.
+
+_CONTENT = ["paris", "france", "capital", "city", "river", "lyon", "museum", "old", "big", "1889"]
+assert not set(_CONTENT) & STOPWORDS
+_GLUE = st.sampled_from(RAG_EVAL_STOPWORDS)
+_SEPARATORS = st.sampled_from(
+    [". ", "! ", "? ", "; ", ", but ", ", however ", ", whereas ", ", although "]
+)
+
+
+@st.composite
+def _claim(draw: st.DrawFn) -> str:
+    words = draw(st.lists(st.sampled_from(_CONTENT), min_size=1, max_size=6, unique=True))
+    out: list[str] = []
+    for word in words:
+        out.extend(draw(st.lists(_GLUE, max_size=2)))
+        out.append(word)
+    return " ".join(out)
+
+
+@st.composite
+def _answer(draw: st.DrawFn) -> str:
+    claims = draw(st.lists(_claim(), max_size=5))
+    text = ""
+    for i, claim in enumerate(claims):
+        text += (draw(_SEPARATORS) if i else "") + claim
+    return text + draw(st.sampled_from(["", ".", "!"]))
+
+
+_context = st.lists(st.sampled_from(_CONTENT + RAG_EVAL_STOPWORDS), max_size=12).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_answer(), st.lists(_context, min_size=1, max_size=3))
+def test_parity_with_rag_eval(answer: str, contexts: list[str]) -> None:
+    assert faithfulness(answer, contexts) == rag_eval_faithfulness(answer, contexts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60), st.lists(st.text(max_size=40), max_size=3))
+def test_properties(answer: str, contexts: list[str]) -> None:
+    score, supported, unsupported = faithfulness(answer, contexts)
+    assert 0.0 <= score <= 1.0
+    claims = extract_claims(answer)
+    assert sorted(supported + unsupported) == sorted(claims)
+    if claims:
+        assert score == len(supported) / len(claims)
+    else:
+        assert score == 1.0
+    # the answer itself as context supports every claim
+    assert faithfulness(answer, [answer])[0] == 1.0
+
+
+# --------------------------------------------------------------------------- deliberate differences
+
+
+def test_difference_decimal_numbers_stay_whole() -> None:
+    answer, context = "Pi is 3.14.", ["Pi is 3 and 14 is another number."]
+    assert rag_eval_faithfulness(answer, context)[0] == 1.0  # "Pi is 3" + "14"
+    assert faithfulness(answer, context) == (0.0, [], ["Pi is 3.14"])
+
+
+def test_difference_repeated_words_count_once() -> None:
+    answer, context = "paris paris paris paris lyon", ["paris"]
+    assert rag_eval_faithfulness(answer, context)[0] == 1.0  # 4 of 5 occurrences
+    assert faithfulness(answer, context)[0] == 0.0  # 1 of 2 distinct words
+
+
+def test_difference_pieces_without_content_words_are_not_claims() -> None:
+    answer, context = "It is. Lyon is big.", ["Paris is big"]
+    assert rag_eval_faithfulness(answer, context)[0] == 0.5  # "It is" counted as supported
+    assert faithfulness(answer, context) == (0.0, [], ["Lyon is big"])
+
+
+def test_difference_unicode_words() -> None:
+    answer, context = "The café is open.", ["The caf is open"]
+    assert rag_eval_faithfulness(answer, context)[0] == 1.0  # café -> "caf"
+    assert faithfulness(answer, context)[0] == 0.0
+
+
+def test_difference_larger_stopword_list() -> None:
+    answer, context = "Paris has a tower.", ["Paris tower"]
+    assert rag_eval_faithfulness(answer, context)[0] == 0.0  # "has" needs support there
+    assert faithfulness(answer, context)[0] == 1.0
+
+
+def test_difference_more_contrast_words() -> None:
+    answer, context = "Paris is big, though Lyon is small.", ["Paris is big"]
+    assert rag_eval_faithfulness(answer, context)[0] == 0.0  # one claim, 2 of 5 words
+    assert faithfulness(answer, context) == (0.5, ["Paris is big"], ["Lyon is small"])
+
+
+# --------------------------------------------------------------------------- errors and the metric
+
+
+def test_errors() -> None:
+    with pytest.raises(InvalidInputError, match="answer must be a str, got NoneType"):
+        faithfulness(None, ["x"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="contexts must be a list of str, got a single str"):
+        faithfulness("x", "context")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"contexts\[1\] must be a str"):
+        faithfulness("x", ["a", 1])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputError, match=r"threshold must be a number in \(0, 1\], got 0"):
+        faithfulness("x", ["x"], threshold=0)
+    with pytest.raises(InvalidInputError, match=r"threshold must be a number in \(0, 1\], got 1.5"):
+        Faithfulness(threshold=1.5)
+    with pytest.raises(InvalidInputError, match="answer must be a str"):
+        extract_claims(b"bytes")  # type: ignore[arg-type]
+
+
+def test_metric_object() -> None:
+    metric = RAG_METRICS["faithfulness"]
+    assert isinstance(metric, Faithfulness)
+    assert metric.needs == {"response", "retrieved_contexts"}
+    sample = RagSample(answer="Paris is big. Lyon is old.", context=["Paris is big"])
+    assert metric.score(sample) == 0.5
+    assert metric.detail(sample) == {
+        "supported_claims": ["Paris is big"],
+        "unsupported_claims": ["Lyon is old"],
+    }
+    # rag-eval scores an empty answer 1.0; ragmeter does not score it (coverage)
+    assert metric.score(RagSample(response="", retrieved_contexts=["x"])) is None
+    assert metric.score(RagSample(response="x")) is None
+    assert metric.score(RagSample(response="Paris", retrieved_contexts=[])) == 0.0
+    strict = Faithfulness(threshold=1.0)
+    assert (
+        strict.score(
+            RagSample(
+                response="alpha beta gamma delta epsilon",
+                retrieved_contexts=["alpha beta gamma delta"],
+            )
+        )
+        == 0.0
+    )
+    assert repr(strict) == "Faithfulness(threshold=1.0)"
+    assert repr(metric) == "Faithfulness()"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from(list("aZ9 .,;-_\t\x00é")), max_size=30))
+def test_word_tokens_fast_path_equals_the_regex(text: str) -> None:
+    # the ASCII fast path (byte tables) must give the Unicode regex's tokens
+    from ragmeter.text import _WORD_RE, word_tokens
+
+    assert word_tokens(text) == _WORD_RE.findall(text.lower())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from(list("aZ9 .,;-_\t\x1c\x00é")), max_size=30))
+def test_word_haystack_holds_exactly_the_word_tokens(text: str) -> None:
+    from ragmeter.text import _word_haystack, word_tokens
+
+    hay = _word_haystack(text)
+    assert hay.startswith(b" ") and hay.endswith(b" ")
+    assert [t.decode() for t in hay.split()] == word_tokens(text)
