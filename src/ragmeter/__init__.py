@@ -5,6 +5,7 @@ no LLM. See the README for the conventions table.
 """
 
 from ragmeter._version import __version__
+from ragmeter.capture import SampleStore, content_doc_id
 from ragmeter.datasets import load_cranfield, load_cranfield_bm25_run
 from ragmeter.errors import (
     DataFormatError,
@@ -15,16 +16,35 @@ from ragmeter.errors import (
     RagmeterError,
     UnknownMetricError,
 )
+from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.evaluation.retrieval import evaluate_retrieval, evaluate_run, per_query
 from ragmeter.io.beir import read_beir, write_beir
+from ragmeter.io.jsonl import JsonlReader, read_jsonl, write_jsonl
 from ragmeter.io.trec import (
     Run,
+    parse_trec_run,
     read_trec_qrels,
     read_trec_run,
     write_trec_qrels,
     write_trec_run,
 )
+from ragmeter.judge import (
+    AnswerRelevancy,
+    Correctness,
+    Faithfulness,
+    FunctionJudge,
+    Judge,
+    JudgeCache,
+    JudgeMetric,
+    JudgeOptions,
+    JudgeReply,
+    Message,
+    TransientJudgeError,
+    estimate_judges,
+)
 from ragmeter.metrics.ann import Scored, mean_rank_of_first_relevant, recall_against_exact
+from ragmeter.metrics.base import RAG_METRICS, RagMetric
+from ragmeter.metrics.faithfulness import extract_claims, faithfulness
 from ragmeter.metrics.grounding import (
     DEFAULT_ABSTENTION_PHRASES,
     Answer,
@@ -34,6 +54,8 @@ from ragmeter.metrics.grounding import (
     is_abstention,
     score_answer,
 )
+from ragmeter.metrics.lexical import context_precision, context_recall, exact_match, token_f1
+from ragmeter.metrics.operational import CostUSD, LatencyMs, TotalTokens, cost_usd
 from ragmeter.metrics.ranking import (
     average_precision,
     dcg_at_k,
@@ -51,6 +73,7 @@ from ragmeter.metrics.registry import (
     available_metrics,
     get_metric,
 )
+from ragmeter.ragas_bridge import as_ragas_dataset
 from ragmeter.report import (
     Conventions,
     DistributionSummary,
@@ -58,6 +81,7 @@ from ragmeter.report import (
     RetrievalEvalReport,
     WarningLog,
 )
+from ragmeter.schema import RagSample
 from ragmeter.spans import (
     Chunk,
     EvalItem,
@@ -81,38 +105,59 @@ from ragmeter.stats import (
     gate,
     holm_bonferroni,
 )
+from ragmeter.text import normalize_answer
 
 __all__ = [
     "DEFAULT_ABSTENTION_PHRASES",
     "METRICS",
+    "RAG_METRICS",
     "RETRIEVAL_METRICS",
     "Answer",
+    "AnswerRelevancy",
     "AnswerScore",
     "AssembledContext",
     "Chunk",
     "CompareResult",
     "ComparisonTable",
     "Conventions",
+    "Correctness",
+    "CostUSD",
     "DataFormatError",
     "DistributionSummary",
     "DuplicateDocumentError",
     "EvalItem",
+    "Faithfulness",
+    "FunctionJudge",
     "GateResult",
     "GoldSpan",
     "InvalidInputError",
+    "JsonlReader",
+    "Judge",
+    "JudgeCache",
+    "JudgeMetric",
+    "JudgeOptions",
+    "JudgeReply",
+    "LatencyMs",
+    "Message",
     "MetricRegistry",
     "MissingDependencyError",
     "NoScorableQueriesError",
     "RagEvalReport",
+    "RagMetric",
+    "RagSample",
     "RagmeterError",
     "RetrievalEvalReport",
     "RetrievalMetric",
     "Run",
+    "SampleStore",
     "Scored",
     "Span",
+    "TotalTokens",
+    "TransientJudgeError",
     "UnknownMetricError",
     "WarningLog",
     "__version__",
+    "as_ragas_dataset",
     "available_metrics",
     "average_precision",
     "character_f1",
@@ -120,10 +165,19 @@ __all__ = [
     "character_recall",
     "compare",
     "compare_many",
+    "content_doc_id",
+    "context_precision",
+    "context_recall",
+    "cost_usd",
     "coverage_fraction",
     "dcg_at_k",
+    "estimate_judges",
+    "evaluate_rag",
     "evaluate_retrieval",
     "evaluate_run",
+    "exact_match",
+    "extract_claims",
+    "faithfulness",
     "gate",
     "get_metric",
     "gold_coverage_by_chunk",
@@ -136,9 +190,12 @@ __all__ = [
     "mean_rank_of_first_relevant",
     "merge_spans",
     "ndcg_at_k",
+    "normalize_answer",
+    "parse_trec_run",
     "per_query",
     "precision_at_k",
     "read_beir",
+    "read_jsonl",
     "read_trec_qrels",
     "read_trec_run",
     "recall_against_exact",
@@ -147,7 +204,9 @@ __all__ = [
     "retrieved_character_count",
     "score_answer",
     "span_qrels",
+    "token_f1",
     "write_beir",
+    "write_jsonl",
     "write_trec_qrels",
     "write_trec_run",
 ]

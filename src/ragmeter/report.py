@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -57,10 +57,11 @@ class DistributionSummary:
     percentiles: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, scores: Sequence[float | None]) -> DistributionSummary:
+    def of(cls, scores: Iterable[float | None]) -> DistributionSummary:
         """Summarise raw per-item scores (``None`` = missing)."""
-        values = sorted(float(s) for s in scores if s is not None)
-        missing = len(scores) - len(values)
+        items = list(scores)
+        values = sorted(float(s) for s in items if s is not None)
+        missing = len(items) - len(values)
         n = len(values)
         if n == 0:
             return cls(0, missing, 0.0, 0.0, 0.0, 0.0, 0.0, {f"p{p}": 0.0 for p in PERCENTILES})
@@ -254,7 +255,8 @@ class RetrievalEvalReport(_ReportBase):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RetrievalEvalReport:
         """Rebuild a report from :meth:`to_dict` output (e.g. a saved JSON file)."""
-        conv = data.get("conventions") or {}
+        known = set(Conventions.__dataclass_fields__)
+        conv = {k: v for k, v in (data.get("conventions") or {}).items() if k in known}
         return cls(
             metrics={str(k): float(v) for k, v in data["metrics"].items()},
             per_query={
@@ -299,13 +301,15 @@ class RetrievalEvalReport(_ReportBase):
                 row.append(_fmt(cells.get((name, None))))
             rows.append(row)
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        level = self.conventions.relevance_level
+        relevant = "> 0" if level is None else f">= {level}"
         out = [
             f"Retrieval evaluation: {self.n_queries} queries scored "
-            f"(relevant: grade {'> 0' if self.conventions.relevance_level is None else '>= ' + str(self.conventions.relevance_level)}; "
-            f"ties: {self.conventions.ties})"
+            f"(relevant: grade {relevant}; ties: {self.conventions.ties})"
         ]
         for i, r in enumerate(rows):
-            out.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))))
+            cols = enumerate(zip(r, widths, strict=True))
+            out.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in cols))
             if i == 0:
                 out.append("  ".join("-" * w for w in widths))
         out.extend(f"warning: {w}" for w in self.warnings)
@@ -338,6 +342,21 @@ class RagEvalReport(_ReportBase):
     """Extra per-sample detail, e.g. faithfulness' unsupported claims: ``{sample_id: {...}}``."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Anything else a driver reports (e.g. judge call counts); JSON-ready values."""
+
+    @property
+    def judge_calls(self) -> int:
+        """LLM judge calls actually sent for this report (0 when no judge metric ran)."""
+        return int(self.extra.get("judge_calls", 0))
+
+    @property
+    def judge_cache_hits(self) -> int:
+        """Judge verdicts served from the cache instead of a call."""
+        return int(self.extra.get("judge_cache_hits", 0))
+
+    @property
+    def incomplete(self) -> bool:
+        """True when a judge budget stopped the run before every sample was scored."""
+        return bool(self.extra.get("incomplete", False))
 
     @cached_property
     def summaries(self) -> dict[str, DistributionSummary]:

@@ -9,7 +9,7 @@ from rag_eval.faithfulness import faithfulness as rag_eval_faithfulness
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.metrics.base import RAG_METRICS
-from ragmeter.metrics.faithfulness import Faithfulness, extract_claims, faithfulness
+from ragmeter.metrics.faithfulness import ClaimFaithfulness, extract_claims, faithfulness
 from ragmeter.schema import RagSample
 from ragmeter.text import STOPWORDS
 
@@ -184,14 +184,14 @@ def test_errors() -> None:
     with pytest.raises(InvalidInputError, match=r"threshold must be a number in \(0, 1\], got 0"):
         faithfulness("x", ["x"], threshold=0)
     with pytest.raises(InvalidInputError, match=r"threshold must be a number in \(0, 1\], got 1.5"):
-        Faithfulness(threshold=1.5)
+        ClaimFaithfulness(threshold=1.5)
     with pytest.raises(InvalidInputError, match="answer must be a str"):
         extract_claims(b"bytes")  # type: ignore[arg-type]
 
 
 def test_metric_object() -> None:
     metric = RAG_METRICS["faithfulness"]
-    assert isinstance(metric, Faithfulness)
+    assert isinstance(metric, ClaimFaithfulness)
     assert metric.needs == {"response", "retrieved_contexts"}
     sample = RagSample(answer="Paris is big. Lyon is old.", context=["Paris is big"])
     assert metric.score(sample) == 0.5
@@ -203,7 +203,7 @@ def test_metric_object() -> None:
     assert metric.score(RagSample(response="", retrieved_contexts=["x"])) is None
     assert metric.score(RagSample(response="x")) is None
     assert metric.score(RagSample(response="Paris", retrieved_contexts=[])) == 0.0
-    strict = Faithfulness(threshold=1.0)
+    strict = ClaimFaithfulness(threshold=1.0)
     assert (
         strict.score(
             RagSample(
@@ -213,8 +213,8 @@ def test_metric_object() -> None:
         )
         == 0.0
     )
-    assert repr(strict) == "Faithfulness(threshold=1.0)"
-    assert repr(metric) == "Faithfulness()"
+    assert repr(strict) == "ClaimFaithfulness(threshold=1.0)"
+    assert repr(metric) == "ClaimFaithfulness()"
 
 
 @settings(max_examples=300, deadline=None)

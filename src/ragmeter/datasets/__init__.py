@@ -26,7 +26,7 @@ __all__ = ["load_cranfield", "load_cranfield_bm25_run"]
 
 
 def _read(name: str) -> str:
-    data = resources.files("ragmeter.datasets").joinpath("data", name).read_bytes()
+    data = resources.files("ragmeter.datasets").joinpath("data").joinpath(name).read_bytes()
     return gzip.decompress(data).decode("utf-8")
 
 

@@ -215,6 +215,21 @@ def _reason(metric: RagMetric, present: set[str], n: int, scored_fields: bool) -
     )
 
 
+def _split_judges(
+    metrics: Sequence[str | RagMetric] | str | RagMetric | None,
+) -> tuple[list[Any], Sequence[str | RagMetric] | str | RagMetric | None]:
+    """Separate LLM-judged metrics (``ragmeter.judge.JudgeMetric``) from the rest."""
+    if metrics is None or isinstance(metrics, (str, RagMetric)):
+        return [], metrics
+    from ragmeter.judge.metrics import JudgeMetric
+
+    items = list(metrics)
+    judges = [m for m in items if isinstance(m, JudgeMetric)]
+    if not judges:
+        return [], items
+    return judges, [m for m in items if not isinstance(m, JudgeMetric)]
+
+
 def evaluate_rag(
     samples: Iterable[SampleLike],
     *,
@@ -223,6 +238,9 @@ def evaluate_rag(
     prices: Mapping[str, float] | None = None,
     skipped_lines: int = 0,
     warnings: Iterable[str] | WarningLog | None = None,
+    judge_cache: Any = "default",
+    judge_options: Any = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RagEvalReport:
     """Score RAG samples with sample-level metrics; no LLM is called.
 
@@ -233,7 +251,13 @@ def evaluate_rag(
     ``latency_ms``, ``total_tokens``, ``cost_usd``, the retrieval names ``ndcg``,
     ``recall``, ``precision``, ``mrr``, ``map``, ``hit_rate`` -- reported as
     ``"precision@5"`` with cut-off ``k`` -- and more) or :class:`RagMetric` objects.
-    ``None`` tries :data:`DEFAULT_METRICS`. ``prices`` (``{"input": ..., "output": ...}``,
+    ``None`` tries :data:`DEFAULT_METRICS`. LLM-judged metrics
+    (:class:`ragmeter.judge.Faithfulness`, ``AnswerRelevancy``, ``Correctness``) may be
+    mixed in; they are run by :mod:`ragmeter.evaluation.judged` with ``judge_cache`` (a
+    path, a :class:`~ragmeter.judge.JudgeCache`, ``"default"`` = the user cache dir, or
+    ``None`` for no cache), ``judge_options`` (:class:`~ragmeter.judge.JudgeOptions`:
+    concurrency, rate limit, timeout, retries, budget) and ``progress(done, total)``.
+    ``prices`` (``{"input": ..., "output": ...}``,
     USD per million tokens) prices ``cost_usd``. ``skipped_lines`` and ``warnings`` are
     carried into the report (a :func:`ragmeter.io.jsonl.read_jsonl` reader's skipped lines
     are counted automatically).
@@ -268,6 +292,23 @@ def evaluate_rag(
     ragmeter.errors.InvalidInputError: precision@5 needs retrieved_ids ... has them
     """
     check_k(k)
+    judges, metrics = _split_judges(metrics)
+    if judges:
+        from ragmeter.evaluation.judged import evaluate_with_judges
+
+        return evaluate_with_judges(
+            samples,
+            judge_metrics=judges,
+            other_metrics=list(metrics) if isinstance(metrics, list) else [],
+            evaluate=evaluate_rag,
+            judge_cache=judge_cache,
+            judge_options=judge_options,
+            progress=progress,
+            k=k,
+            prices=prices,
+            skipped_lines=skipped_lines,
+            warnings=warnings,
+        )
     if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
         raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
     resolved, explicit = _resolve(metrics, k, prices)

@@ -26,7 +26,13 @@ from ragmeter.errors import (
     NoScorableQueriesError,
     check_k,
 )
-from ragmeter.metrics._kernel import duplicates_in, score_query
+from ragmeter.metrics._kernel import (
+    RepeatedDocsError,
+    duplicates_in,
+    kernel_codes,
+    result_keys,
+    score_query,
+)
 from ragmeter.metrics.registry import BUILTIN_METRICS, METRICS, RetrievalMetric, _Builtin
 from ragmeter.report import Conventions, RetrievalEvalReport, WarningLog
 
@@ -72,6 +78,33 @@ def _ordering(run: Any) -> str:
     return str(getattr(run, "ordering", "list order"))
 
 
+def _check_level(level: object) -> float | None:
+    if level is None:
+        return None
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or level != level:
+        raise InvalidInputError(
+            f"relevance_level must be a number (a doc is relevant when its grade >= it, like "
+            f"trec_eval -l) or None (grade > 0), got {level!r}"
+        )
+    return level
+
+
+def _as_ranking(qid: object, ranked: object) -> Sequence[str]:
+    """Accept any sequence of doc ids; refuse a string or a ``{doc: score}`` mapping."""
+    if isinstance(ranked, (str, bytes)) or not isinstance(ranked, Sequence):
+        hint = (
+            " (a {doc_id: score} mapping has no rank order: sort it, or write it as a TREC run "
+            "and read it with read_trec_run, which orders it the way trec_eval does)"
+            if isinstance(ranked, Mapping)
+            else ""
+        )
+        raise InvalidInputError(
+            f"the run for query {qid!r} must be a list of doc ids, best first; got "
+            f"{type(ranked).__name__} {ranked!r:.80}{hint}"
+        )
+    return ranked
+
+
 def evaluate_run(
     qrels: Qrels,
     run: Run,
@@ -90,10 +123,10 @@ def evaluate_run(
     recorded in ``warnings`` (never reported as 0.0).
 
     Raises :class:`~ragmeter.errors.UnknownMetricError` for an unregistered name (before
-    any scoring), :class:`~ragmeter.errors.InvalidInputError` for a ``k < 1``,
-    :class:`~ragmeter.errors.DuplicateDocumentError` for a ranking that repeats a doc id,
-    and :class:`~ragmeter.errors.NoScorableQueriesError` when no query has a relevant
-    judgement.
+    any scoring), :class:`~ragmeter.errors.InvalidInputError` for a ``k < 1`` or a ranking
+    that is not a list of doc ids, :class:`~ragmeter.errors.DuplicateDocumentError` for a
+    ranking that repeats a doc id, and :class:`~ragmeter.errors.NoScorableQueriesError`
+    when no query has a relevant judgement.
 
     >>> qrels = {"q1": {"c1": 2, "c2": 1, "c3": 0}, "q2": {"c4": 2}}
     >>> run = {"q1": ["c3", "c1", "c5", "c2"], "q2": ["c9", "c4", "c1"]}
@@ -103,63 +136,94 @@ def evaluate_run(
     """
     resolved = _resolve_metrics(metrics)
     ks = _check_ks(k_values)
-    builtin = frozenset(n for n, m in resolved if isinstance(m, _Builtin))
+    level = _check_level(relevance_level)
+    builtin = [(n, m) for n, m in resolved if isinstance(m, _Builtin)]
     custom = [(n, m) for n, m in resolved if not isinstance(m, _Builtin)]
+    codes = kernel_codes([type(m).name for _, m in builtin])
+    keys = result_keys([n for n, _ in builtin], codes, ks)
     log = warnings if warnings is not None else WarningLog()
     failed: set[str] = set()
 
     per_q: dict[str, dict[str, float]] = {}
     empty: list[str] = []
     for qid, judgements in qrels.items():
-        ranked = run.get(qid)
-        if ranked is None:
-            ranked = empty
-        elif len(ranked) > 1 and len(set(ranked)) != len(ranked):
-            if _is_judged_relevant(judgements, relevance_level):
-                raise DuplicateDocumentError(qid, duplicates_in(ranked))
-        row: dict[str, float] = {}
-        if not score_query(ranked, judgements, ks, builtin, relevance_level, row):
+        ranked = run.get(qid, empty)
+        if ranked.__class__ is not list:
+            ranked = _as_ranking(qid, ranked)
+        try:
+            values = score_query(ranked, judgements, ks, codes, level)
+        except RepeatedDocsError:
+            raise DuplicateDocumentError(str(qid), duplicates_in(ranked)) from None
+        except (TypeError, AttributeError) as exc:
+            raise InvalidInputError(
+                f"cannot score query {qid!r}: {exc}. qrels must be {{query_id: {{doc_id: "
+                "numeric grade}}}} and run {query_id: [doc_id, ...]}"
+            ) from None
+        if values is None:
             continue
-        for name, metric in custom:
-            if name in failed:
-                continue
-            try:
-                for k in ks:
-                    value = float(metric.evaluate(judgements, ranked, k))
-                    if math.isnan(value):
-                        raise ValueError("returned NaN")
-                    row[f"{name}@{k}"] = value
-            except Exception as exc:
-                failed.add(name)
-                log.add(
-                    "score",
-                    name,
-                    f"the {name!r} metric raised {exc!r} on query {qid!r} and was left out "
-                    "of this run's results rather than silently scoring zero",
-                )
+        row = dict(zip(keys, values, strict=True))
+        if custom:
+            _score_custom(custom, failed, log, qid, judgements, ranked, ks, row)
         per_q[str(qid)] = row
 
     if not per_q:
         raise NoScorableQueriesError(
             "no query in qrels has a relevant judgement "
-            f"(grade {'> 0' if relevance_level is None else f'>= {relevance_level}'}), so "
+            f"(grade {'> 0' if level is None else f'>= {level}'}), so "
             "there is nothing to average; check the qrels file and the relevance level"
         )
-    if failed:
+    n = len(per_q)
+    if custom:
         for row in per_q.values():
             for key in [k for k in row if k.split("@", 1)[0] in failed]:
                 del row[key]
-    keys = list(next(iter(per_q.values())).keys())
-    n = len(per_q)
-    means = {key: math.fsum(row[key] for row in per_q.values()) / n for key in _order_keys(keys, resolved, ks)}
+        present = list(next(iter(per_q.values())).keys())
+        means = {
+            key: math.fsum(row[key] for row in per_q.values()) / n
+            for key in _order_keys(present, resolved, ks)
+        }
+    else:
+        # every row holds exactly ``keys``, in order: its values are one column entry each
+        columns = zip(*(row.values() for row in per_q.values()), strict=True)
+        means = {key: math.fsum(col) / n for key, col in zip(keys, columns, strict=True)}
     return RetrievalEvalReport(
         metrics=means,
         per_query=per_q,
         n_queries=n,
         k_values=ks,
-        conventions=Conventions(relevance_level=relevance_level, ties=_ordering(run)),
+        conventions=Conventions(relevance_level=level, ties=_ordering(run)),
         warnings=list(log.entries),
     )
+
+
+def _score_custom(
+    custom: Sequence[tuple[str, RetrievalMetric]],
+    failed: set[str],
+    log: WarningLog,
+    qid: str,
+    judgements: Mapping[str, float],
+    ranked: Sequence[str],
+    ks: Sequence[int],
+    row: dict[str, float],
+) -> None:
+    """Add each custom metric at each k to ``row``; a metric that raises is dropped and logged."""
+    for name, metric in custom:
+        if name in failed:
+            continue
+        try:
+            for k in ks:
+                value = float(metric.evaluate(judgements, ranked, k))
+                if math.isnan(value):
+                    raise ValueError("returned NaN")
+                row[f"{name}@{k}"] = value
+        except Exception as exc:
+            failed.add(name)
+            log.add(
+                "score",
+                name,
+                f"the {name!r} metric raised {exc!r} on query {qid!r} and was left out "
+                "of this run's results rather than silently scoring zero",
+            )
 
 
 def _order_keys(
@@ -235,9 +299,7 @@ def _accepts_limit(fn: Callable[..., Any]) -> bool:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(
-        p.name == "limit" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params
-    )
+    return any(p.name == "limit" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def dedupe_best_rank(doc_ids: Iterable[str]) -> list[str]:
@@ -284,6 +346,7 @@ def evaluate_retrieval(
     """
     ks = _check_ks(k_values)
     _resolve_metrics(metrics)
+    _check_level(relevance_level)
     if limit is not None:
         check_k(limit, name="limit")
     depth = limit if limit is not None else max(ks)
@@ -297,7 +360,9 @@ def evaluate_retrieval(
             continue
         text = queries.get(qid)
         if text is None:
-            log.add("retrieve", str(qid), f"query {qid!r} is judged but has no text in queries; skipped")
+            log.add(
+                "retrieve", str(qid), f"query {qid!r} is judged but has no text in queries; skipped"
+            )
             continue
         results = retriever(text, limit=depth) if pass_limit else retriever(text)
         ids: list[str] = []

@@ -9,12 +9,13 @@ convention; an empty title leaves the text alone). :func:`write_beir` is its exa
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ragmeter.errors import DataFormatError
+from ragmeter.errors import DataFormatError, InvalidInputError
 
 __all__ = ["DEFAULT_QRELS_PATHS", "BeirDataset", "read_beir", "read_beir_qrels", "write_beir"]
 
@@ -46,7 +47,9 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataFormatError(f"not valid JSON: {exc.msg}", path=str(path), line=lineno) from None
+                raise DataFormatError(
+                    f"not valid JSON: {exc.msg}", path=str(path), line=lineno
+                ) from None
             if not isinstance(record, dict):
                 raise DataFormatError("a record must be a JSON object", path=str(path), line=lineno)
             if record.get("_id", record.get("id")) is None:
@@ -74,7 +77,8 @@ def read_beir_qrels(path: PathLike) -> dict[str, dict[str, float]]:
             fields = row.rstrip("\n\r").split("\t")
             if len(fields) < 3:
                 raise DataFormatError(
-                    f"a qrels row needs 3 tab-separated columns 'query-id corpus-id score', got {len(fields)}",
+                    "a qrels row needs 3 tab-separated columns 'query-id corpus-id score', "
+                    f"got {len(fields)}",
                     path=str(path),
                     line=lineno,
                 )
@@ -104,8 +108,13 @@ def read_beir(directory: PathLike, *, qrels: str | None = None) -> BeirDataset:
     Raises ``FileNotFoundError`` naming what is missing.
     """
     root = Path(directory)
-    corpus = {str(r.get("_id", r.get("id"))): _doc_text(r) for _, r in _read_jsonl(root / "corpus.jsonl")}
-    queries = {str(r.get("_id", r.get("id"))): str(r.get("text") or "") for _, r in _read_jsonl(root / "queries.jsonl")}
+    corpus = {
+        str(r.get("_id", r.get("id"))): _doc_text(r) for _, r in _read_jsonl(root / "corpus.jsonl")
+    }
+    queries = {
+        str(r.get("_id", r.get("id"))): str(r.get("text") or "")
+        for _, r in _read_jsonl(root / "queries.jsonl")
+    }
     if qrels is not None:
         qpath = root / qrels
         if not qpath.exists():
@@ -123,6 +132,16 @@ def read_beir(directory: PathLike, *, qrels: str | None = None) -> BeirDataset:
     return BeirDataset(corpus, queries, read_beir_qrels(qpath))
 
 
+def _tsv_id(kind: str, value: object, where: str) -> str:
+    text = str(value)
+    if not text or any(c in text for c in "\t\n\r"):
+        raise InvalidInputError(
+            f"cannot write {kind} {value!r}{where} to qrels.tsv: an id must be non-empty and "
+            "contain no tab or line break, or it would not read back as itself"
+        )
+    return text
+
+
 def write_beir(
     directory: PathLike,
     corpus: Mapping[str, str],
@@ -131,20 +150,35 @@ def write_beir(
 ) -> Path:
     """Write the triple in BEIR layout (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``).
 
-    Creates ``directory``; returns it. Titles are written empty, so :func:`read_beir`
-    returns exactly the texts given.
+    Creates ``directory`` (and parents); returns it. Titles are written empty, so
+    :func:`read_beir` returns exactly the texts given, and grades are written so that they
+    read back as the same numbers: ``read_beir(write_beir(d, c, q, r))`` equals
+    ``(c, q, r)``, except that a query whose judgement dict is empty has no qrels row and so
+    does not come back. Raises :class:`~ragmeter.errors.InvalidInputError` (before writing
+    anything) for an id with a tab or line break, or a grade that is not a number.
     """
+    rows: list[str] = ["query-id\tcorpus-id\tscore\n"]
+    for qid, judgements in qrels.items():
+        q = _tsv_id("query id", qid, "")
+        for doc, grade in judgements.items():
+            d = _tsv_id("doc id", doc, f" (query {qid!r})")
+            if isinstance(grade, bool) or not isinstance(grade, numbers.Real) or grade != grade:
+                raise InvalidInputError(
+                    f"cannot write grade {grade!r} (query {qid!r}, doc {doc!r}): "
+                    "a grade must be a number"
+                )
+            text = str(int(grade)) if isinstance(grade, numbers.Integral) else repr(float(grade))
+            rows.append(f"{q}\t{d}\t{text}\n")
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     with (root / "corpus.jsonl").open("w", encoding="utf-8") as fh:
         for doc_id, text in corpus.items():
-            fh.write(json.dumps({"_id": doc_id, "title": "", "text": text}, ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps({"_id": doc_id, "title": "", "text": text}, ensure_ascii=False) + "\n"
+            )
     with (root / "queries.jsonl").open("w", encoding="utf-8") as fh:
         for qid, text in queries.items():
             fh.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
     with (root / "qrels.tsv").open("w", encoding="utf-8") as fh:
-        fh.write("query-id\tcorpus-id\tscore\n")
-        for qid, judgements in qrels.items():
-            for doc, grade in judgements.items():
-                fh.write(f"{qid}\t{doc}\t{grade}\n")
+        fh.writelines(rows)
     return root

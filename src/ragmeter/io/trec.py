@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ragmeter.errors import DataFormatError
+from ragmeter.errors import DataFormatError, InvalidInputError
 
 __all__ = [
     "TREC_ORDERING",
@@ -75,7 +77,8 @@ def read_trec_qrels(path: PathLike) -> dict[str, dict[str, int]]:
     for lineno, fields in _lines(path):
         if len(fields) != 4:
             raise DataFormatError(
-                f"a qrels line needs 4 columns 'query_id iteration doc_id grade', got {len(fields)}",
+                "a qrels line needs 4 columns 'query_id iteration doc_id grade', "
+                f"got {len(fields)}",
                 path=str(path),
                 line=lineno,
             )
@@ -125,11 +128,13 @@ def parse_trec_run(lines: Iterable[str], *, source: str = "<run>") -> Run:
         try:
             value = float(score)
         except ValueError:
+            value = math.nan
+        if value != value:
             raise DataFormatError(
                 f"score must be a number, got {score!r} (query {qid!r}, doc {doc!r})",
                 path=str(path),
                 line=lineno,
-            ) from None
+            )
         docs = scored.setdefault(qid, {})
         if doc in docs:
             raise DataFormatError(
@@ -147,11 +152,26 @@ def parse_trec_run(lines: Iterable[str], *, source: str = "<run>") -> Run:
 
 
 def _open_out(path: PathLike | IO[str]) -> tuple[IO[str], bool]:
-    if hasattr(path, "write"):
-        return path, False  # type: ignore[return-value]
-    target = Path(path)  # type: ignore[arg-type]
+    if not isinstance(path, (str, os.PathLike)):
+        return path, False
+    target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     return open(target, "w", encoding="utf-8"), True
+
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def _check_id(kind: str, value: object, where: str) -> str:
+    """``value`` as a TREC column; it must read back as itself."""
+    text = str(value)
+    if not text or _WHITESPACE.search(text) or (kind == "query id" and text.startswith("#")):
+        raise InvalidInputError(
+            f"cannot write {kind} {value!r}{where} to a TREC file: columns are separated by "
+            "whitespace, so an id must be non-empty and contain none (and a line starting "
+            "with '#' is a comment, so a query id cannot start with '#')"
+        )
+    return text
 
 
 def write_trec_run(
@@ -165,30 +185,51 @@ def write_trec_run(
 
     Without ``scores`` (or when ``run`` is a :class:`Run` carrying none), each doc's score
     is ``n - rank``, strictly decreasing, so trec_eval's re-sorting keeps the list order.
+    With scores, :func:`read_trec_run` gives back the order trec_eval uses (score
+    descending, ties by doc id descending). Raises
+    :class:`~ragmeter.errors.InvalidInputError` for an empty id, one containing whitespace,
+    or a query id starting with ``#`` (it could not be read back); nothing is written then.
     """
     if scores is None:
         scores = getattr(run, "scores", None) or None
+    _check_id("tag", tag, "")
+    lines: list[str] = []
+    for qid, docs in run.items():
+        q = _check_id("query id", qid, "")
+        n = len(docs)
+        qscores = scores.get(qid) if scores else None
+        for i, doc in enumerate(docs):
+            d = _check_id("doc id", doc, f" (query {qid!r})")
+            value: Any = qscores[doc] if qscores and doc in qscores else n - i
+            lines.append(f"{q} Q0 {d} {i + 1} {value} {tag}\n")
     fh, close = _open_out(path)
     try:
-        for qid, docs in run.items():
-            n = len(docs)
-            qscores = scores.get(qid) if scores else None
-            for i, doc in enumerate(docs):
-                value: Any = qscores[doc] if qscores and doc in qscores else n - i
-                fh.write(f"{qid} Q0 {doc} {i + 1} {value} {tag}\n")
+        fh.writelines(lines)
     finally:
         if close:
             fh.close()
 
 
 def write_trec_qrels(qrels: Mapping[str, Mapping[str, float]], path: PathLike | IO[str]) -> None:
-    """Write ``{query_id: {doc_id: grade}}`` as a TREC qrels file (grades as integers)."""
+    """Write ``{query_id: {doc_id: grade}}`` as a TREC qrels file (iteration column ``0``).
+
+    Raises :class:`~ragmeter.errors.InvalidInputError` for an id that cannot be a
+    whitespace-separated column or a grade that is not an integer; nothing is written then.
+    """
+    lines: list[str] = []
+    for qid, judgements in qrels.items():
+        q = _check_id("query id", qid, "")
+        for doc, grade in judgements.items():
+            d = _check_id("doc id", doc, f" (query {qid!r})")
+            if isinstance(grade, bool) or not float(grade).is_integer():
+                raise InvalidInputError(
+                    f"cannot write grade {grade!r} (query {qid!r}, doc {doc!r}) to a TREC qrels "
+                    "file: trec_eval grades are integers"
+                )
+            lines.append(f"{q} 0 {d} {int(grade)}\n")
     fh, close = _open_out(path)
     try:
-        for qid, judgements in qrels.items():
-            for doc, grade in judgements.items():
-                g = int(grade) if float(grade).is_integer() else grade
-                fh.write(f"{qid} 0 {doc} {g}\n")
+        fh.writelines(lines)
     finally:
         if close:
             fh.close()

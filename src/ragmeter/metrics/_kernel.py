@@ -1,27 +1,61 @@
 """The fused per-query kernel behind :func:`ragmeter.evaluate_run` for the built-ins.
 
-One dictionary of first ranks per query (built in C by ``dict(zip(...))``), then one walk
-over the query's judgements, then every built-in metric at every cut-off from the sorted
-hit ranks. Arguments are trusted: the public drivers validate them.
+Per query: one ``{doc_id: rank}`` dictionary built in C by ``dict(zip(ranked, RANKS))`` over
+a shared list of rank ints (its size also reveals a repeated doc id, so no second pass is
+needed); one walk over the query's judgements (a handful of docs, not the whole ranking);
+then every requested built-in metric at every cut-off from the sorted 1-based hit ranks,
+with prefix sums built in C by ``itertools.accumulate``. Values come out as a flat list in
+the order of :func:`result_keys`, so the driver builds keys once per run, not per query.
+
+Sums are accumulated in the order trec_eval uses (rank ascending: ``gain / log2(rank + 1)``
+for DCG, ``rel_so_far / rank`` for AP), with plain float additions, so per-query values
+match trec_eval's to the last bit. Arguments are trusted: the public drivers validate them.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
-_DISCOUNT: list[float] = [1.0 / math.log2(i + 2) for i in range(1024)]
+__all__ = ["RepeatedDocsError", "duplicates_in", "kernel_codes", "result_keys", "score_query"]
+
+NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP = range(6)
+CODES: dict[str, int] = {
+    "ndcg": NDCG,
+    "recall": RECALL,
+    "precision": PRECISION,
+    "hit_rate": HIT_RATE,
+    "mrr": MRR,
+    "map": MAP,
+}
+_UNCUT = (MRR, MAP)
+"""Metrics that also report an uncut value (trec_eval ``recip_rank`` and ``map``)."""
+
+_RANKS: list[int] = list(range(1, 1025))
+"""``_RANKS[i] == i + 1``: shared 1-based rank ints, so building a rank map allocates none."""
+_LOG2: list[float] = [0.0] + [math.log2(r + 1) for r in range(1, 1025)]
+"""``_LOG2[r] == log2(r + 1)``: the DCG discount of 1-based rank ``r``."""
 
 
-def _discount(rank: int) -> float:
-    if rank >= len(_DISCOUNT):
-        _DISCOUNT.extend(1.0 / math.log2(i + 2) for i in range(len(_DISCOUNT), rank * 2 + 2))
-    return _DISCOUNT[rank]
+class RepeatedDocsError(Exception):
+    """Raised by :func:`score_query` for a scored ranking that repeats a doc id."""
+
+
+def _grow(n: int) -> None:
+    """Make ``_RANKS`` and ``_LOG2`` cover ranks up to ``n``."""
+    start = len(_RANKS) + 1
+    stop = max(n, 2 * len(_RANKS)) + 1
+    _RANKS.extend(range(start, stop))
+    _LOG2.extend(math.log2(r + 1) for r in range(start, stop))
 
 
 def duplicates_in(ranked: Sequence[str]) -> list[str]:
-    """The doc ids that occur more than once in ``ranked``."""
+    """The doc ids that occur more than once in ``ranked``, sorted.
+
+    >>> duplicates_in(["a", "b", "a", "c", "b", "a"])
+    ['a', 'b']
+    """
     seen: set[str] = set()
     dups: set[str] = set()
     for d in ranked:
@@ -31,80 +65,144 @@ def duplicates_in(ranked: Sequence[str]) -> list[str]:
     return sorted(dups)
 
 
+def kernel_codes(names: Sequence[str]) -> list[int]:
+    """Kernel codes of built-in metric names (``"ndcg"`` ...), in the given order."""
+    return [CODES[n] for n in names]
+
+
+def result_keys(labels: Sequence[str], codes: Sequence[int], ks: Sequence[int]) -> list[str]:
+    """The keys of :func:`score_query`'s values: ``label@k`` per k, then uncut ``label``.
+
+    >>> result_keys(["recall", "map"], kernel_codes(["recall", "map"]), [1, 10])
+    ['recall@1', 'recall@10', 'map@1', 'map@10', 'map']
+    """
+    keys: list[str] = []
+    for label, code in zip(labels, codes, strict=True):
+        keys.extend(f"{label}@{k}" for k in ks)
+        if code in _UNCUT:
+            keys.append(label)
+    return keys
+
+
 def score_query(
     ranked: Sequence[str],
     judgements: Mapping[str, float],
     ks: Sequence[int],
-    names: frozenset[str],
+    codes: Sequence[int],
     relevance_level: float | None,
-    out: dict[str, float],
-) -> bool:
-    """Write every requested built-in metric for one query into ``out``.
+) -> list[float] | None:
+    """Every requested built-in metric for one query, in :func:`result_keys` order.
 
-    Returns ``False`` (and writes nothing) when the query has no relevant judgement, and
-    ``None``-free floats otherwise. ``ranked`` must be duplicate-free (checked by caller
-    via the returned rank map size). Keys: ``name@k`` for each k, plus uncut ``map`` and
-    ``mrr`` when those are requested.
+    ``ks`` must be sorted ascending and distinct. Returns ``None`` when the query has no
+    relevant judgement (it is not scored). Raises :class:`RepeatedDocsError` when it is
+    scored and ``ranked`` repeats a doc id.
+
+    >>> score_query(["x", "d1", "d2"], {"d1": 1, "d2": 0}, [1, 2], kernel_codes(["mrr"]), None)
+    [0.0, 0.5, 0.5]
     """
-    pos = dict(zip(ranked, range(len(ranked))))
-    rel_ranks: list[int] = []
-    gain_hits: list[tuple[int, float]] = []
-    pos_grades: list[float] = []
-    n_rel = 0
+    n = len(ranked)
+    if n > len(_RANKS):
+        _grow(n)
+    pos = dict(zip(ranked, _RANKS, strict=False))
     get = pos.get
-    for doc, grade in judgements.items():
-        if grade > 0:
-            pos_grades.append(grade)
-            relevant = relevance_level is None or grade >= relevance_level
-            if relevant:
+    # hits: (rank, grade) of retrieved docs with a positive grade, i.e. the DCG gains;
+    # ideal: every positive grade; ranks: sorted ranks of the retrieved *relevant* docs.
+    hits: list[tuple[int, float]] = []
+    ideal: list[float] = []
+    if relevance_level is None:
+        for doc, grade in judgements.items():
+            if grade > 0:
+                ideal.append(grade)
+                r = get(doc)
+                if r is not None:
+                    hits.append((r, grade))
+        n_rel = len(ideal)
+        if not n_rel:
+            return None
+        hits.sort()
+        ranks = [r for r, _ in hits]
+    else:
+        ranks = []
+        n_rel = 0
+        for doc, grade in judgements.items():
+            if grade >= relevance_level:
                 n_rel += 1
-            r = get(doc)
-            if r is not None:
-                gain_hits.append((r, grade))
-                if relevant:
-                    rel_ranks.append(r)
-        elif relevance_level is not None and grade >= relevance_level:
-            n_rel += 1
-            r = get(doc)
-            if r is not None:
-                rel_ranks.append(r)
-    if n_rel == 0:
-        return False
-    rel_ranks.sort()
-    n_hits = len(rel_ranks)
+                r = get(doc)
+                if r is not None:
+                    ranks.append(r)
+            if grade > 0:
+                ideal.append(grade)
+                r = get(doc)
+                if r is not None:
+                    hits.append((r, grade))
+        if not n_rel:
+            return None
+        ranks.sort()
+        hits.sort()
+    if len(pos) != n:
+        raise RepeatedDocsError
+    counts = [bisect_right(ranks, k) for k in ks] if ranks else [0] * len(ks)
 
-    if "map" in names:
-        ap_prefix = [0.0]
-        acc = 0.0
-        for j, r in enumerate(rel_ranks):
-            acc += (j + 1) / (r + 1)
-            ap_prefix.append(acc)
-        out["map"] = acc / n_rel
-    if "mrr" in names:
-        out["mrr"] = 1.0 / (rel_ranks[0] + 1) if n_hits else 0.0
-    if "ndcg" in names:
-        gain_hits.sort()
-        pos_grades.sort(reverse=True)
-    for k in ks:
-        c = bisect_left(rel_ranks, k) if n_hits else 0
-        if "precision" in names:
-            out[f"precision@{k}"] = c / k
-        if "recall" in names:
-            out[f"recall@{k}"] = c / n_rel
-        if "hit_rate" in names:
-            out[f"hit_rate@{k}"] = 1.0 if c else 0.0
-        if "mrr" in names:
-            out[f"mrr@{k}"] = 1.0 / (rel_ranks[0] + 1) if c else 0.0
-        if "map" in names:
-            out[f"map@{k}"] = ap_prefix[c] / n_rel
-        if "ndcg" in names:
-            ideal = 0.0
-            for i, g in enumerate(pos_grades[:k]):
-                ideal += g * _discount(i)
-            dcg = 0.0
-            for r, g in gain_hits:
-                if r >= k:
-                    break
-                dcg += g * _discount(r)
-            out[f"ndcg@{k}"] = dcg / ideal if ideal > 0 else 0.0
-    return True
+    out: list[float] = []
+    for code in codes:
+        if code == PRECISION:
+            out += [c / k for c, k in zip(counts, ks, strict=True)]
+        elif code == RECALL:
+            out += [c / n_rel for c in counts]
+        elif code == HIT_RATE:
+            out += [1.0 if c else 0.0 for c in counts]
+        elif code == MRR:
+            rr = 1.0 / ranks[0] if ranks else 0.0
+            out += [rr if c else 0.0 for c in counts]
+            out.append(rr)
+        elif code == MAP:
+            ap = [0.0]  # ap[c]: sum of (relevant so far / rank) over the first c hits
+            acc = 0.0
+            for j, r in enumerate(ranks, 1):
+                acc += j / r
+                ap.append(acc)
+            out += [ap[c] / n_rel for c in counts]
+            out.append(acc / n_rel)
+        elif hits:  # NDCG
+            out += _ndcg(hits, ideal, ks, counts if relevance_level is None else None)
+        else:  # NDCG with nothing of positive grade retrieved
+            out += [0.0] * len(ks)
+    return out
+
+
+def _ndcg(
+    hits: list[tuple[int, float]],
+    ideal: list[float],
+    ks: Sequence[int],
+    counts: list[int] | None,
+) -> list[float]:
+    """NDCG at each k: DCG of the retrieved positive grades over the ideal DCG, both cut.
+
+    ``hits`` is sorted by rank and not empty (so ``ideal`` is not empty either); ``counts``
+    holds the number of hits within each k, or ``None`` to count them here.
+    """
+    kmax = ks[-1]
+    top = max(hits[-1][0], min(len(ideal), kmax))
+    if top >= len(_LOG2):
+        _grow(top)
+    log2 = _LOG2
+    ideal.sort(reverse=True)
+    idcg = [0.0]
+    acc = 0.0
+    i = 0
+    for g in ideal:
+        i += 1
+        if i > kmax:
+            break
+        acc += g / log2[i]
+        idcg.append(acc)
+    dcg = [0.0]
+    acc = 0.0
+    for r, g in hits:
+        acc += g / log2[r]
+        dcg.append(acc)
+    if counts is None:
+        gain_ranks = [r for r, _ in hits]
+        counts = [bisect_right(gain_ranks, k) for k in ks]
+    last = i if i <= kmax else kmax
+    return [dcg[c] / idcg[k if k < last else last] for c, k in zip(counts, ks, strict=True)]

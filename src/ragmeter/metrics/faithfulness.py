@@ -67,7 +67,7 @@ from ragmeter.text import STOPWORDS, _ascii_words, _word_haystack, word_tokens
 
 __all__ = [
     "SUPPORT_THRESHOLD",
-    "Faithfulness",
+    "ClaimFaithfulness",
     "extract_claims",
     "faithfulness",
 ]
@@ -177,7 +177,7 @@ def faithfulness(
     return _faithfulness(answer, joined, float(threshold))
 
 
-class Faithfulness(RagMetric):
+class ClaimFaithfulness(RagMetric):
     """Sample-level :func:`faithfulness` of ``response`` to ``retrieved_contexts``.
 
     Needs a non-empty ``response`` and ``retrieved_contexts`` (an empty list is scored:
@@ -215,8 +215,8 @@ class Faithfulness(RagMetric):
 
     def __repr__(self) -> str:
         if self.threshold == SUPPORT_THRESHOLD:
-            return "Faithfulness()"
-        return f"Faithfulness(threshold={self.threshold})"
+            return "ClaimFaithfulness()"
+        return f"ClaimFaithfulness(threshold={self.threshold})"
 
 
-_register(Faithfulness())
+_register(ClaimFaithfulness())

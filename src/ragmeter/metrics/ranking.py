@@ -59,11 +59,7 @@ def _relevant_hit_ranks(
     ranked: Sequence[str], relevant: Relevant, k: int | None, relevance_level: float | None
 ) -> list[int]:
     ranks = _first_ranks(ranked, k)
-    return sorted(
-        r
-        for d, r in ranks.items()
-        if _is_relevant(relevant.get(d), relevance_level)
-    )
+    return sorted(r for d, r in ranks.items() if _is_relevant(relevant.get(d), relevance_level))
 
 
 def _n_relevant(relevant: Relevant, relevance_level: float | None) -> int:

@@ -12,7 +12,8 @@ Recall()
 >>> get_metric("recall@5")
 Traceback (most recent call last):
 ...
-ragmeter.errors.UnknownMetricError: no metric named 'recall@5'. Available: hit_rate, map, mrr, ndcg, precision, recall. Registry names are bare: pass 'recall' and choose the cut-off with k / k_values ('metric@k' exists only as a result key).
+ragmeter.errors.UnknownMetricError: no metric named 'recall@5'. Available: hit_rate, map, mrr,
+ndcg, precision, recall. Registry names are bare: pass 'recall' and choose the cut-off ...
 """
 
 from __future__ import annotations
@@ -159,12 +160,13 @@ class MetricRegistry(Mapping[str, RetrievalMetric]):
             self._add(name, metric, replace)
             return metric
         obj = name_or_metric
-        name = getattr(obj, "name", None)
-        if not isinstance(name, str) or not name:
+        own_name = getattr(obj, "name", None)
+        if not isinstance(own_name, str) or not own_name:
             raise InvalidInputError(
-                f"cannot register {obj!r}: it has no string 'name'; use METRICS.register('name', obj)"
+                f"cannot register {obj!r}: it has no string 'name'; "
+                "use METRICS.register('name', obj)"
             )
-        self._add(name, obj, replace)
+        self._add(own_name, obj, replace)
         return obj
 
     def _add(self, name: str, obj: Any, replace: bool) -> None:

@@ -1,0 +1,138 @@
+"""LLM-judged metrics inside :func:`ragmeter.evaluate_rag`.
+
+:func:`ragmeter.evaluate_rag` hands any :class:`~ragmeter.judge.JudgeMetric` it is given to
+:func:`evaluate_with_judges`: the deterministic metrics are computed as usual, the judge
+metrics by :func:`ragmeter.judge.run_judges` (bounded, cached, budgeted), and both land in
+one :class:`~ragmeter.report.RagEvalReport`. A judge score that could not be had is ``None``
+for that sample (counted in ``summaries[key].missing``) and its reason is in
+``details[sample_id][key]``; the report's ``extra`` carries ``judge_calls`` (calls actually
+sent), ``judge_cache_hits``, judge token counts and, when a budget stopped the run,
+``incomplete: True`` with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ragmeter.errors import InvalidInputError
+from ragmeter.judge.cache import JudgeCache
+from ragmeter.judge.metrics import JudgeMetric
+from ragmeter.judge.runner import JudgeOptions, run_judges
+from ragmeter.report import RagEvalReport
+from ragmeter.schema import RagSample, SampleLike, coerce_sample
+
+__all__ = ["DEFAULT_CACHE", "evaluate_with_judges", "open_cache"]
+
+DEFAULT_CACHE = "default"
+"""``judge_cache=DEFAULT_CACHE`` (the default) uses the user cache directory."""
+
+CacheArg = str | os.PathLike[str] | JudgeCache | None
+
+
+def open_cache(judge_cache: CacheArg) -> JudgeCache | None:
+    """``None`` -> no cache; ``"default"`` -> the user cache dir; a path or a JudgeCache."""
+    if judge_cache is None:
+        return None
+    if isinstance(judge_cache, JudgeCache):
+        return judge_cache
+    if isinstance(judge_cache, str) and judge_cache == DEFAULT_CACHE:
+        return JudgeCache()
+    return JudgeCache(judge_cache)
+
+
+def _unique_ids(samples: Sequence[RagSample]) -> list[str]:
+    # The same renaming evaluate_rag applies: a repeated id becomes "<id>#2", "<id>#3", ...
+    seen: set[str] = set()
+    out: list[str] = []
+    for s in samples:
+        sid = s.id
+        if sid in seen:
+            suffix = 2
+            while f"{sid}#{suffix}" in seen:
+                suffix += 1
+            sid = f"{sid}#{suffix}"
+        seen.add(sid)
+        out.append(sid)
+    return out
+
+
+def evaluate_with_judges(
+    samples: Iterable[SampleLike],
+    *,
+    judge_metrics: Sequence[JudgeMetric],
+    other_metrics: Sequence[Any],
+    evaluate: Callable[..., RagEvalReport],
+    judge_cache: CacheArg = DEFAULT_CACHE,
+    judge_options: JudgeOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **kwargs: Any,
+) -> RagEvalReport:
+    """Score ``other_metrics`` with ``evaluate`` and ``judge_metrics`` with the judge runner."""
+    coerced = [coerce_sample(s, index=i) for i, s in enumerate(samples)]
+    if not coerced:
+        raise InvalidInputError(
+            "evaluate_rag got no samples: pass a non-empty list of RagSample objects or mappings"
+        )
+    for metric in judge_metrics:
+        if not any(metric.applies_to(s) for s in coerced):
+            need = ", ".join(sorted(metric.needs))
+            raise InvalidInputError(
+                f"{metric.name} needs {need} on a sample; none of the {len(coerced)} samples "
+                "has all of them, so no judge call could score anything"
+            )
+    if other_metrics:
+        report = evaluate(coerced, metrics=list(other_metrics), **kwargs)
+    else:
+        report = RagEvalReport(metrics={}, coverage={}, n_samples=len(coerced))
+        report.per_sample = {sid: {} for sid in _unique_ids(coerced)}
+        report.skipped_lines = int(kwargs.get("skipped_lines", 0) or 0)
+    ids = _unique_ids(coerced)
+    renamed = [
+        s if s.id == sid else s.model_copy(update={"id": sid})
+        for s, sid in zip(coerced, ids, strict=True)
+    ]
+    cache = open_cache(judge_cache)
+    try:
+        run = run_judges(
+            renamed, list(judge_metrics), cache=cache, options=judge_options, progress=progress
+        )
+    finally:
+        if cache is not None and not isinstance(judge_cache, JudgeCache):
+            cache.close()
+    for metric in judge_metrics:
+        key = metric.name
+        values: list[float] = []
+        for sid in ids:
+            value = run.scores.get(sid, {}).get(key)
+            report.per_sample.setdefault(sid, {})[key] = value
+            if value is not None:
+                values.append(value)
+            info: dict[str, Any] = {}
+            reason = run.reasons.get(sid, {}).get(key)
+            if reason:
+                info["reason"] = reason
+            spread = run.spread.get(sid, {}).get(key)
+            if spread:
+                info["spread"] = spread
+            if info:
+                report.details.setdefault(sid, {})[key] = info
+        report.metrics[key] = math.fsum(values) / len(values) if values else 0.0
+        report.coverage[key] = len(values)
+        report.higher_is_better[key] = metric.higher_is_better
+        if not values:
+            report.warnings.append(f"{key}: the judge scored no sample (see details for why)")
+    report.extra.update(
+        judge_calls=run.calls,
+        judge_cache_hits=run.cache_hits,
+        judge_input_tokens=run.input_tokens,
+        judge_output_tokens=run.output_tokens,
+    )
+    if run.incomplete:
+        report.extra["incomplete"] = True
+        report.extra["stop_reason"] = run.stop_reason
+        report.warnings.append(f"incomplete: {run.stop_reason}; unscored samples are None")
+    report.__dict__.pop("summaries", None)  # drop a cached summary computed before the merge
+    return report
