@@ -270,8 +270,11 @@ def _doc_id_of(result: Any) -> str:
     """Map one retrieval result to a doc id (see :func:`evaluate_retrieval`)."""
     if isinstance(result, str):
         return result
-    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], str):
-        return result[0]
+    if isinstance(result, tuple) and len(result) == 2:
+        if isinstance(result[0], str):
+            return result[0]
+        if isinstance(result[1], (int, float)):  # (document object, score)
+            return _doc_id_of(result[0])
     if isinstance(result, Mapping):
         for key in ("doc_id", "id"):
             if result.get(key) is not None:
@@ -328,7 +331,8 @@ def evaluate_retrieval(
     ``retriever`` is any callable ``query_text -> results``; it is called with
     ``limit=`` (``None`` means ``max(k_values)``) when it accepts that keyword. Each result
     becomes a doc id: a ``str`` as is; a ``(doc_id, score)`` pair; an object or mapping's
-    ``doc_id``, ``id`` or ``metadata["doc_id"]``; or whatever ``doc_id(result)`` returns.
+    ``doc_id``, ``id`` or ``metadata["doc_id"]`` (also inside a ``(document, score)`` pair);
+    or whatever ``doc_id(result)`` returns.
     Ids are de-duplicated to each doc's best rank (several chunks of one source), so raise
     ``limit`` when sources are chunked finely. A judged query with no text in ``queries``
     cannot be run: it is skipped with a warning.
