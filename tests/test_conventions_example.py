@@ -1,4 +1,4 @@
-"""The worked example of docs/conventions.md: one query scored by ragmeter, trec_eval,
+"""The worked example of README.md (Conventions): one query scored by ragmeter, trec_eval,
 Haystack's and LlamaIndex's own evaluators.
 
 ragmeter is checked against pytrec_eval; each framework number is computed by *running the
@@ -86,12 +86,13 @@ def test_ragmeter_matches_pytrec_eval() -> None:
 
 
 def test_the_docs_snippet_prints_what_it_says() -> None:
-    doc = (Path(__file__).parents[1] / "docs" / "conventions.md").read_text(encoding="utf-8")
-    (code,) = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    doc = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    (code,) = [b for b in blocks if '{"q1": ["n", "a", "u", "b", "c"]}' in b]
     shown = "".join(line.split("# ", 1)[1] for line in code.splitlines() if "# " in line)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "docs/conventions.md", "exec"), {})
+        exec(compile(code, "README.md", "exec"), {})
     assert out.getvalue().split() == shown.split()
 
 
