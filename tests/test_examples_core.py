@@ -11,7 +11,9 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def test_quickstart_prints_trec_eval_ndcg(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+def test_quickstart_prints_trec_eval_ndcg(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
     runpy.run_path(str(EXAMPLES / "quickstart.py"), run_name="__main__")
     out = capsys.readouterr().out
     expected = json.loads((data_dir / "cranfield_beir" / "bm25.expected.fullprec.json").read_text())

@@ -86,8 +86,7 @@ class MissingDependencyError(RagmeterError, ImportError):
 
     def __init__(self, package: str, extra: str) -> None:
         super().__init__(
-            f"this feature needs the optional package {package!r}: "
-            f"pip install 'ragmeter[{extra}]'"
+            f"this feature needs the optional package {package!r}: pip install 'ragmeter[{extra}]'"
         )
 
 

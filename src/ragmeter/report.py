@@ -372,9 +372,7 @@ class RagEvalReport(_ReportBase):
 
     def scores(self, key: str) -> dict[str, float]:
         """``{sample_id: score}`` for one metric, skipping samples it did not apply to."""
-        return {
-            sid: v for sid, row in self.per_sample.items() if (v := row.get(key)) is not None
-        }
+        return {sid: v for sid, row in self.per_sample.items() if (v := row.get(key)) is not None}
 
     def _summary_rows(self) -> list[tuple[str, DistributionSummary]]:
         return list(self.summaries.items())
@@ -432,7 +430,12 @@ class RagEvalReport(_ReportBase):
         if self.skipped_lines:
             out[0] += f" ({self.skipped_lines} malformed lines skipped)"
         for i, r in enumerate(rows):
-            out.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))))
+            out.append(
+                "  ".join(
+                    c.ljust(w) if j == 0 else c.rjust(w)
+                    for j, (c, w) in enumerate(zip(r, widths, strict=True))
+                )
+            )
             if i == 0:
                 out.append("  ".join("-" * w for w in widths))
         out.extend(f"warning: {w}" for w in self.warnings)

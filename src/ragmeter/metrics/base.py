@@ -57,13 +57,15 @@ class RagMetricRegistry(Mapping[str, RagMetric]):
         self._metrics: dict[str, RagMetric] = {}
 
     def register(self, metric: Any, *, replace: bool = False) -> Any:
-        """Register a metric instance or class (by its ``name``); returns it (decorator-friendly)."""
+        """Register a metric instance or class (by its ``name``); returns it (for decorators)."""
         obj = metric() if isinstance(metric, type) else metric
         name = getattr(obj, "name", "")
         if not isinstance(name, str) or not name:
             raise InvalidInputError(f"cannot register {metric!r}: it has no string 'name'")
         if name in self._metrics and not replace:
-            raise InvalidInputError(f"a RAG metric named {name!r} is already registered; pass replace=True")
+            raise InvalidInputError(
+                f"a RAG metric named {name!r} is already registered; pass replace=True"
+            )
         self._metrics[name] = obj
         return metric
 
