@@ -4,7 +4,9 @@ Loaded only by the ``ragmeter`` console script and ``python -m ragmeter`` (``imp
 ragmeter`` never imports typer or rich). Commands:
 
 * ``ragmeter demo`` scores the bundled Cranfield BM25 run (NDCG@10 0.3458, trec_eval's value);
-* ``ragmeter eval DATA.jsonl`` scores RAG samples (rag-eval's options);
+* ``ragmeter eval DATA.jsonl`` scores RAG samples (rag-eval's options); ``--judge
+  MODULE:FACTORY`` adds LLM-judged metrics with a judge built by user code (``--dry-run``
+  prints what that would cost and sends nothing);
 * ``ragmeter retrieval --qrels FILE --run FILE`` and ``ragmeter beir DIR --run FILE`` score a
   TREC run, with ``--trec`` printing trec_eval-compatible lines;
 * ``ragmeter serve`` starts the HTTP server (extra ``server``).
@@ -18,10 +20,17 @@ bad data (a malformed line, an unknown metric, nothing to score).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import os
+import sqlite3
 import sys
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -33,6 +42,10 @@ from ragmeter.evaluation.retrieval import DEFAULT_K_VALUES, evaluate_run
 from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
 from ragmeter.io.trec import read_trec_qrels, read_trec_run
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
+
+if TYPE_CHECKING:
+    from ragmeter.judge import Judge, JudgeCache, JudgeMetric
+    from ragmeter.schema import RagSample
 
 __all__ = ["app", "main", "run", "trec_eval_lines"]
 
@@ -312,11 +325,12 @@ def rag_table(report: RagEvalReport) -> Table:
         table.add_column(name, justify=justify, style="bold" if name == "metric" else None)  # type: ignore[arg-type]
     for key, value in report.metrics.items():
         summary = report.summaries.get(key)
+        covered = report.coverage.get(key, 0)
         table.add_row(
             key,
-            _fmt(value),
+            _fmt(value if covered or key not in report.coverage else None),
             _fmt(summary.median if summary is not None and summary.count else None),
-            f"{report.coverage.get(key, 0)}/{report.n_samples}",
+            f"{covered}/{report.n_samples}",
             "higher" if report.higher_is_better.get(key, True) else "lower",
         )
     return table
@@ -525,6 +539,369 @@ def _progress_wanted(path: Path, as_json: bool) -> bool:
     return not as_json and sys.stderr.isatty() and path.stat().st_size >= PROGRESS_MIN_BYTES
 
 
+# --------------------------------------------------------------------------- judges
+
+_JUDGE_PANEL = "LLM judge"
+
+#: ``--judge-metrics`` names, in the order they are scored and shown.
+JUDGE_METRICS: tuple[str, ...] = ("faithfulness", "answer_relevancy", "correctness")
+
+#: Framework -> (adapter module, its pip distribution, what the factory returned).
+_ADAPTERS: dict[str, tuple[str, str, str]] = {
+    "langchain": ("ragmeter_langchain", "ragmeter-langchain", "LangChain chat model"),
+    "llamaindex": ("ragmeter_llamaindex", "ragmeter-llamaindex", "LlamaIndex LLM"),
+    "haystack": ("ragmeter_haystack", "ragmeter-haystack", "Haystack chat generator"),
+}
+
+_SPEC_HELP = "MODULE:FACTORY, e.g. mypkg.judges:make_judge or path/to/judges.py:make_judge"
+
+
+def _spec_error(spec: str, message: str) -> CliError:
+    return CliError(f"--judge {spec}: {message}")
+
+
+def _load_module(spec: str, target: str) -> ModuleType:
+    """Import ``target``: a file path (``*.py`` or containing a slash) or a dotted module
+    name, importable from the current directory as well as ``sys.path``."""
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        path = Path(target)
+        if not path.is_file():
+            raise _spec_error(spec, f"file not found: {path}")
+        parent = str(path.resolve().parent)
+        if parent not in sys.path:
+            sys.path.insert(0, parent)  # like `python path/to/file.py`: siblings import
+        name = path.stem
+        if not name.isidentifier() or name in sys.modules:
+            name = f"_ragmeter_judge_{abs(hash(str(path.resolve())))}"
+        loader_spec = importlib.util.spec_from_file_location(name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise _spec_error(spec, f"cannot import {path} as a Python module")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+    if not all(part.isidentifier() for part in target.split(".")):
+        raise _spec_error(spec, f"{target!r} is not a module name or a .py file; use {_SPEC_HELP}")
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)  # console scripts, unlike `python -m`, do not add it
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (target == missing or target.startswith(missing + ".")):
+            raise _spec_error(
+                spec, f"no module named {missing!r} (looked in {cwd} and on sys.path)"
+            ) from None
+        raise
+
+
+def load_judge_factory(spec: str) -> Callable[[], object]:
+    """The factory named by ``spec`` (``MODULE:FACTORY``; ``FACTORY`` may be dotted).
+
+    Raises :class:`CliError` (exit 2) for a malformed spec, a module or file that does not
+    exist or an attribute that is missing or not callable, and
+    :class:`~ragmeter.errors.InvalidInputError` (exit 1) when importing the module fails.
+    """
+    target, colon, attr = spec.rpartition(":")
+    if not colon or not target or not attr:
+        raise _spec_error(spec, f"expected {_SPEC_HELP}")
+    if not all(part.isidentifier() for part in attr.split(".")):
+        raise _spec_error(spec, f"{attr!r} is not a Python name; expected {_SPEC_HELP}")
+    try:
+        obj: object = _load_module(spec, target)
+    except CliError:
+        raise
+    except Exception as exc:
+        raise InvalidInputError(
+            f"--judge {spec}: importing {target} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    for i, part in enumerate(attr.split(".")):
+        if not hasattr(obj, part):
+            owner = target if i == 0 else ".".join(attr.split(".")[:i])
+            public = (
+                sorted(n for n, v in vars(obj).items() if callable(v) and not n.startswith("_"))
+                if hasattr(obj, "__dict__")
+                else []
+            )
+            hint = f" (it has: {', '.join(public[:8])})" if public else ""
+            raise _spec_error(spec, f"{owner} has no attribute {part!r}{hint}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise _spec_error(spec, f"{attr} is a {type(obj).__name__}, not a callable factory")
+    return obj
+
+
+def _framework_of(obj: object) -> str | None:
+    """Which framework's model ``obj`` is, by its class names (no framework is imported)."""
+    for cls in type(obj).__mro__:
+        module = getattr(cls, "__module__", "") or ""
+        if cls.__name__ == "BaseChatModel" and module.startswith("langchain_core."):
+            return "langchain"
+        if cls.__name__ == "LLM" and module.startswith("llama_index."):
+            return "llamaindex"
+    meta = type(type(obj))
+    if meta.__name__ == "ComponentMeta" and meta.__module__.startswith("haystack."):
+        return "haystack"
+    return None
+
+
+def as_judge(obj: object, *, spec: str = "FACTORY") -> Judge:
+    """``obj`` as a :class:`ragmeter.judge.Judge`: a judge as is, a LangChain chat model,
+    LlamaIndex LLM or Haystack chat generator through its adapter's ``judge()``.
+
+    Raises :class:`~ragmeter.errors.InvalidInputError` (exit 1) for anything else, or when
+    the matching adapter is not installed (naming the package to install).
+    """
+    from ragmeter.judge.protocol import Judge
+
+    if isinstance(obj, Judge):
+        return obj
+    framework = _framework_of(obj)
+    if framework is None:
+        raise InvalidInputError(
+            f"--judge {spec}: the factory returned a {type(obj).__name__} object, which is "
+            "not a judge: return an object with .identity and async .complete(messages) (e.g. "
+            "ragmeter.judge.FunctionJudge(fn)), a LangChain chat model, a LlamaIndex LLM or a "
+            "Haystack chat generator"
+        )
+    module_name, dist, what = _ADAPTERS[framework]
+    try:
+        adapter = importlib.import_module(module_name)
+    except ImportError:
+        raise InvalidInputError(
+            f"--judge {spec}: the factory returned a {what} ({type(obj).__name__}); using it "
+            f"as a judge needs the adapter: pip install {dist}"
+        ) from None
+    try:
+        wrapped: Judge = adapter.judge(obj)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"--judge {spec}: {exc}") from None
+    return wrapped
+
+
+def _make_judge(spec: str) -> Judge:
+    factory = load_judge_factory(spec)
+    try:
+        obj = factory()
+    except Exception as exc:
+        raise InvalidInputError(
+            f"--judge {spec}: the factory raised {type(exc).__name__}: {exc}"
+        ) from None
+    return as_judge(obj, spec=spec)
+
+
+def _judge_metric_names(values: Sequence[str] | None) -> list[str]:
+    """Normalise ``--judge-metrics`` (``judge_`` prefix and dashes allowed); CliError if unknown."""
+    names: list[str] = []
+    for raw in _split_list(values):
+        name = raw.lower().replace("-", "_").removeprefix("judge_")
+        if name not in JUDGE_METRICS:
+            raise CliError(
+                f"--judge-metrics: unknown judge metric {raw!r}; choose from "
+                + ", ".join(JUDGE_METRICS)
+            )
+        if name not in names:
+            names.append(name)
+    return sorted(names, key=JUDGE_METRICS.index)
+
+
+def _judge_metrics(
+    judge: Judge, names: list[str], repeats: int, samples: Sequence[RagSample]
+) -> tuple[list[JudgeMetric], list[str]]:
+    """The judge metrics to run, and notes on defaults left out because no sample fits.
+
+    Named metrics that no sample can satisfy are refused (exit 1), like ``--metrics``.
+    """
+    from ragmeter.judge.metrics import AnswerRelevancy, Correctness, Faithfulness
+
+    classes: dict[str, type[JudgeMetric]] = {
+        "faithfulness": Faithfulness,
+        "answer_relevancy": AnswerRelevancy,
+        "correctness": Correctness,
+    }
+    chosen: list[JudgeMetric] = []
+    notes: list[str] = []
+    for name in names or JUDGE_METRICS:
+        metric = classes[name](judge=judge, repeats=repeats)
+        if any(metric.applies_to(s) for s in samples):
+            chosen.append(metric)
+            continue
+        why = (
+            f"{metric.name} needs {', '.join(sorted(metric.needs))} on a sample; none of the "
+            f"{len(samples)} samples has all of them"
+        )
+        if names:
+            raise InvalidInputError(f"--judge-metrics {name}: {why}")
+        notes.append(why)
+    if not chosen:
+        raise InvalidInputError("no sample can be judged: " + "; ".join(notes))
+    return chosen, notes
+
+
+def _judge_cache_path(path: Path | None, disabled: bool) -> Path | None:
+    from ragmeter.judge.cache import default_cache_path
+
+    if disabled:
+        if path is not None:
+            raise CliError("--judge-cache and --no-judge-cache contradict each other; pick one")
+        return None
+    if path is None:
+        return default_cache_path()
+    return path / "judge-cache.sqlite" if path.is_dir() else path
+
+
+def _open_judge_cache(path: Path | None, *, create: bool = True) -> JudgeCache | None:
+    """Open the cache at ``path`` (``None`` = no cache); a file that is not a judge cache is
+    bad data (exit 1). With ``create=False`` a missing file is not created (dry run)."""
+    from ragmeter.judge.cache import JudgeCache
+
+    if path is None or (not create and not path.exists()):
+        return None
+    try:
+        cache = JudgeCache(path)
+        len(cache)  # reads the table: a non-SQLite file fails here, not half-way
+    except sqlite3.Error as exc:
+        raise InvalidInputError(f"--judge-cache {path}: not a usable judge cache ({exc})") from None
+    return cache
+
+
+def _stderr_is_tty() -> bool:
+    return sys.stderr.isatty()
+
+
+@contextmanager
+def _judge_progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar of judge calls on stderr; yields the runner's ``progress``
+    callback, or ``None`` when not ``enabled``."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    bar = Progress(
+        TextColumn("judging"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_stderr(),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task("judge calls", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _judge_options(
+    concurrency: int | None,
+    rpm: float | None,
+    timeout: float | None,
+    max_calls: int | None,
+    max_tokens: int | None,
+) -> Any:
+    from ragmeter.judge.runner import JudgeOptions
+
+    if rpm is not None and not rpm > 0:
+        raise CliError(f"--rpm must be > 0 requests per minute, got {rpm:g}")
+    if timeout is not None and not timeout > 0:
+        raise CliError(f"--timeout must be > 0 seconds, got {timeout:g}")
+    given: dict[str, Any] = {
+        "concurrency": concurrency,
+        "requests_per_minute": rpm,
+        "timeout": timeout,
+        "max_calls": max_calls,
+        "max_tokens": max_tokens,
+    }
+    return JudgeOptions(**{k: v for k, v in given.items() if v is not None})
+
+
+def _print_estimate(estimate: Any, cache_path: Path | None, *, as_json: bool) -> None:
+    import json
+
+    if as_json:
+        data = {
+            "dry_run": True,
+            "calls": estimate.calls,
+            "cached": estimate.cached,
+            "input_tokens": estimate.input_tokens,
+            "samples": estimate.samples,
+            "metrics": list(estimate.metrics),
+            "cache": None if cache_path is None else str(cache_path),
+        }
+        typer.echo(json.dumps(data, indent=2))
+        return
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(
+        f"Dry run: {estimate.samples} samples, judge metrics {', '.join(estimate.metrics)}",
+        style="bold",
+        markup=False,
+    )
+    cache_note = "no cache" if cache_path is None else f"cache {cache_path}"
+    for line in (
+        f"judge calls to send: {estimate.calls}",
+        f"already cached:      {estimate.cached} ({cache_note})",
+        f"estimated input tokens: {estimate.input_tokens} (about 4 characters per token)",
+        "nothing was sent to the judge",
+    ):
+        out.print(line, markup=False)
+
+
+def _print_judge_summary(
+    report: RagEvalReport, keys: Sequence[str], cache_path: Path | None
+) -> None:
+    """Judge calls, cache hits and the incomplete note under the table (stdout); why judge
+    scores are missing, grouped, on stderr."""
+    out = Console(highlight=False, soft_wrap=True)
+    where = "no cache" if cache_path is None else f"cache {cache_path}"
+    line = (
+        f"judge calls: {report.judge_calls} sent, {report.judge_cache_hits} served from the "
+        f"cache ({where})"
+    )
+    tokens_in = int(report.extra.get("judge_input_tokens", 0) or 0)
+    tokens_out = int(report.extra.get("judge_output_tokens", 0) or 0)
+    if tokens_in or tokens_out:
+        line += f"; tokens: {tokens_in} in, {tokens_out} out"
+    out.print(line, markup=False)
+    if report.incomplete:
+        missing = sum(
+            "budget exhausted" in str((row.get(k) or {}).get("reason", ""))
+            for row in report.details.values()
+            for k in keys
+        )
+        resume = " (finished calls are cached: a re-run resumes)" if cache_path else ""
+        out.print(
+            f"incomplete: {report.extra.get('stop_reason')}; {missing} judge scores were not "
+            f"asked for (None){resume}",
+            style="bold",
+            markup=False,
+        )
+    err = _stderr()
+    for key in keys:
+        reasons: Counter[str] = Counter()
+        for sid in report.per_sample:
+            why = (report.details.get(sid, {}).get(key) or {}).get("reason")
+            if why:
+                reasons[str(why)] += 1
+        for why, count in reasons.most_common(3):
+            err.print(f"{key}: {count} sample(s) not scored: {why}", markup=False)
+        if len(reasons) > 3:
+            err.print(f"{key}: ... and {len(reasons) - 3} other reasons", markup=False)
+
+
 @app.command("eval")
 def eval_command(
     data: Annotated[
@@ -557,12 +934,118 @@ def eval_command(
         float | None,
         typer.Option(min=0, help="USD per million completion tokens (for cost_usd)."),
     ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="Add LLM-judged metrics with the judge a factory in your code returns "
+            "(MODULE:FACTORY or path/to/file.py:FACTORY, called with no arguments): a "
+            "ragmeter judge, or a LangChain / LlamaIndex / Haystack chat model.",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    judge_metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--judge-metrics",
+            help="Judge metrics: faithfulness, answer_relevancy, correctness; default: each "
+            "that some sample can be scored on.",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    judge_cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge-cache",
+            help="SQLite cache of judge calls (file or directory); default: the user cache "
+            "dir ($RAGMETER_CACHE_DIR, else ~/.cache/ragmeter).",
+            rich_help_panel=_JUDGE_PANEL,
+            show_default=False,
+        ),
+    ] = None,
+    no_judge_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-judge-cache", help="Call the judge for everything.", rich_help_panel=_JUDGE_PANEL
+        ),
+    ] = False,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Judge calls in flight at once.",
+            show_default="8",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    rpm: Annotated[
+        float | None,
+        typer.Option(
+            "--rpm", help="At most this many judge calls per minute.", rich_help_panel=_JUDGE_PANEL
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds per judge call.", show_default="60", rich_help_panel=_JUDGE_PANEL
+        ),
+    ] = None,
+    max_calls: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Stop after this many judge calls (the report is marked incomplete).",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Stop once the judge has used this many tokens (as the model reports them).",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Ask the judge N times per sample; the mean is the score, the spread is in "
+            "--json details.",
+            show_default="1",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print how many judge calls and input tokens the run would need; send nothing.",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = False,
 ) -> None:
     """Score RAG samples from a JSONL file (rag-eval's `eval`, ragmeter's metrics)."""
     from ragmeter.evaluation.rag import evaluate_rag
     from ragmeter.io.jsonl import read_jsonl
 
     _existing_file(data, "data")
+    judge_only = {
+        "--judge-metrics": bool(judge_metrics),
+        "--judge-cache": judge_cache is not None,
+        "--no-judge-cache": no_judge_cache,
+        "--concurrency": concurrency is not None,
+        "--rpm": rpm is not None,
+        "--timeout": timeout is not None,
+        "--max-calls": max_calls is not None,
+        "--max-tokens": max_tokens is not None,
+        "--repeats": repeats is not None,
+        "--dry-run": dry_run,
+    }
+    if judge is None:
+        given = [name for name, on in judge_only.items() if on]
+        if given:
+            raise CliError(f"{given[0]} only applies to LLM judges: add --judge MODULE:FACTORY")
     names = _split_list(metrics)
     if claims_only:
         if names and names != ["faithfulness"]:
@@ -579,10 +1062,61 @@ def eval_command(
     enabled = _progress_wanted(data, as_json)
     total = _count_lines(data) if enabled and data.suffix != ".gz" else None
     samples = _with_progress(reader, total=total, enabled=enabled)
-    try:
-        report = evaluate_rag(samples, metrics=names or None, k=k, prices=prices)
-    finally:
-        samples.close()  # stops the progress bar at once, also on an error
+    judge_keys: list[str] = []
+    cache_path: Path | None = None
+    if judge is not None:
+        judge_names = _judge_metric_names(judge_metrics)
+        options = _judge_options(concurrency, rpm, timeout, max_calls, max_tokens)
+        cache_path = _judge_cache_path(judge_cache, no_judge_cache)
+        the_judge = _make_judge(judge)
+        try:
+            loaded = list(samples)  # judge mode needs them twice: to choose, then to score
+        finally:
+            samples.close()
+        if not loaded:
+            raise InvalidInputError(f"{data}: no samples to score")
+        judged, notes = _judge_metrics(the_judge, judge_names, repeats or 1, loaded)
+        judge_keys = [m.name for m in judged]
+        err = _stderr()
+        if dry_run:
+            from ragmeter.judge.runner import estimate_judges
+            from ragmeter.schema import coerce_sample
+
+            cache = _open_judge_cache(cache_path, create=False)
+            try:
+                coerced = [coerce_sample(s, index=i) for i, s in enumerate(loaded)]
+                estimate = estimate_judges(coerced, judged, cache=cache)
+            finally:
+                if cache is not None:
+                    cache.close()
+            _print_estimate(estimate, cache_path, as_json=as_json)
+            return
+        for note in notes:
+            err.print(f"not computed: {note}", markup=False, style="dim")
+        from ragmeter.evaluation.judged import evaluate_with_judges
+
+        cache = _open_judge_cache(cache_path)
+        try:
+            with _judge_progress(not as_json and _stderr_is_tty()) as progress:
+                report = evaluate_with_judges(
+                    loaded,
+                    judge_metrics=judged,
+                    other_metrics=names or None,
+                    evaluate=evaluate_rag,
+                    judge_cache=cache,
+                    judge_options=options,
+                    progress=progress,
+                    k=k,
+                    prices=prices,
+                )
+        finally:
+            if cache is not None:
+                cache.close()
+    else:
+        try:
+            report = evaluate_rag(samples, metrics=names or None, k=k, prices=prices)
+        finally:
+            samples.close()  # stops the progress bar at once, also on an error
     skipped = list(reader.skipped)
     report.skipped_lines = len(skipped)
     if as_json:
@@ -592,6 +1126,8 @@ def eval_command(
     if report.skipped_lines:
         heading += f" ({report.skipped_lines} malformed lines skipped)"
     _print_table(rag_table(report), heading)
+    if judge_keys:
+        _print_judge_summary(report, judge_keys, cache_path)
     err = _stderr()
     for line, message in skipped[:20]:
         err.print(f"skipped line {line}: {message}", markup=False)
@@ -600,6 +1136,8 @@ def eval_command(
     for reason in dict(report.extra.get("not_computed") or {}).values():
         err.print(f"not computed: {reason}", markup=False, style="dim")
     for warning in report.warnings:
+        if report.incomplete and warning.startswith("incomplete:"):
+            continue  # said under the table already
         err.print(f"warning: {warning}", markup=False)
 
 

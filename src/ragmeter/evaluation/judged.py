@@ -63,14 +63,18 @@ def evaluate_with_judges(
     samples: Iterable[SampleLike],
     *,
     judge_metrics: Sequence[JudgeMetric],
-    other_metrics: Sequence[Any],
+    other_metrics: Sequence[Any] | None,
     evaluate: Callable[..., RagEvalReport],
     judge_cache: CacheArg = DEFAULT_CACHE,
     judge_options: JudgeOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
     **kwargs: Any,
 ) -> RagEvalReport:
-    """Score ``other_metrics`` with ``evaluate`` and ``judge_metrics`` with the judge runner."""
+    """Score ``other_metrics`` with ``evaluate`` and ``judge_metrics`` with the judge runner.
+
+    ``other_metrics=None`` lets ``evaluate`` choose its defaults (``metrics=None``: every
+    default metric some sample can be scored on); an empty list means judge metrics only.
+    """
     coerced = [coerce_sample(s, index=i) for i, s in enumerate(samples)]
     if not coerced:
         raise InvalidInputError(
@@ -83,8 +87,9 @@ def evaluate_with_judges(
                 f"{metric.name} needs {need} on a sample; none of the {len(coerced)} samples "
                 "has all of them, so no judge call could score anything"
             )
-    if other_metrics:
-        report = evaluate(coerced, metrics=list(other_metrics), **kwargs)
+    if other_metrics is None or other_metrics:
+        chosen = None if other_metrics is None else list(other_metrics)
+        report = evaluate(coerced, metrics=chosen, **kwargs)
     else:
         report = RagEvalReport(metrics={}, coverage={}, n_samples=len(coerced))
         report.per_sample = {sid: {} for sid in _unique_ids(coerced)}

@@ -63,6 +63,16 @@ class JudgeOptions:
             raise InvalidInputError(
                 f"requests_per_minute must be > 0, got {self.requests_per_minute!r}"
             )
+        if self.timeout is not None and not self.timeout > 0:
+            raise InvalidInputError(
+                f"timeout must be > 0 seconds or None (no timeout), got {self.timeout!r}"
+            )
+        for name in ("max_calls", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < 0):
+                raise InvalidInputError(
+                    f"{name} must be an int >= 0 or None (no budget), got {value!r}"
+                )
 
 
 @dataclass
@@ -205,11 +215,13 @@ async def arun_judges(
         nonlocal done
         async with sem:
             for attempt in range(opts.retries + 1):
+                # Wait for the rate limiter *before* checking the budget: no await may come
+                # between the check and the count, or waiting tasks would overshoot it.
+                await limiter.wait()
                 if over_budget():
                     run.incomplete = True
                     job.error = "budget exhausted"
                     break
-                await limiter.wait()
                 run.calls += 1
                 try:
                     coro = job.metric.judge.complete(job.messages)
