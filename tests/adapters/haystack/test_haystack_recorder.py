@@ -173,7 +173,7 @@ def test_store_surface_clear_and_metadata(rag: Pipeline, rag_input: Any, cranfie
     recorder.run(rag_input(queries["2"]), reference="flutter", reference_ids=["12"])
     first, second = recorder.samples
     assert first.id == "q1" and first.reference == "similarity laws"
-    assert first.metadata == {"framework": "haystack", "team": "x"}
+    assert first.metadata == {"framework": "haystack", "run_metadata": {"team": "x"}}
     assert second.reference_ids == ["12"] and len(second.id) == 32  # a generated uuid4 hex
     assert recorder.to_qrels() == {second.id: {"12": 1}}
     recorder.clear()
@@ -207,6 +207,88 @@ def test_doc_id_field_meta_collapses_chunks_to_their_best_rank() -> None:
     assert sample.retrieved_ids == ["s1", "s2"]
     assert sample.retrieved_texts is not None and len(sample.retrieved_texts) == 3
     assert sample.response is None and sample.user_input == "flutter wing"
+
+
+def _partly_sourced_pipeline() -> Pipeline:
+    """Three documents; the second has no ``meta["source"]``."""
+    store = InMemoryDocumentStore()
+    store.write_documents(
+        [
+            Document(id="a", content="wing flutter at high speed", meta={"source": "s1"}),
+            Document(id="b", content="flutter of a wing panel"),
+            Document(id="c", content="flutter boundary of a panel wing", meta={"source": "s2"}),
+        ]
+    )
+    pipe = Pipeline()
+    pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=3))
+    return pipe
+
+
+def test_a_document_without_the_id_field_keeps_its_rank_everywhere(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pipe = _partly_sourced_pipeline()
+    ranking = pipe.run({"query": "flutter wing"})["retriever"]["documents"]
+    expected = [d.meta.get("source", d.id) for d in ranking]
+    assert expected == ["s1", "b", "s2"]  # the unsourced document ranks second
+
+    retrieve = pipeline_retriever(pipe, doc_id_field="meta.source")
+    with caplog.at_level(logging.WARNING, logger="ragmeter_haystack"):
+        assert retrieve("flutter wing") == expected  # not dropped: s2 must not move up a rank
+        assert retrieve("flutter wing", limit=2) == expected[:2]
+    (warning,) = caplog.records  # said, once
+    assert "1 of 3 documents" in warning.getMessage()
+    recorder = RagmeterRecorder(pipe, doc_id_field="meta.source")
+    recorder.run({"query": "flutter wing"}, sample_id="q")
+    (sample,) = recorder.samples
+    assert sample.retrieved_ids == expected
+    assert sample.metadata["capture_errors"] == [
+        "1 of 3 retrieved document(s) had no value for doc_id_field='meta.source'; their "
+        "Document.id was used instead"
+    ]
+
+
+def test_invalid_ground_truth_is_left_out_and_the_rest_of_the_sample_kept(
+    rag: Pipeline, rag_input: Any, cranfield: Any
+) -> None:
+    _, queries, _ = cranfield
+    recorder = RagmeterRecorder(rag)
+    result = recorder.run(
+        rag_input(queries["1"]), sample_id="1", reference="x", relevance={"d": float("nan")}
+    )
+    (sample,) = recorder.samples
+    assert sample.relevance is None and sample.reference == "x"
+    assert sample.user_input == queries["1"]
+    assert sample.response == result["llm"]["replies"][0].text
+    assert len(sample.retrieved_ids or []) == 10
+    (note,) = sample.metadata["capture_errors"]
+    assert note.startswith("invalid relevance left out:") and "NaN" in note
+
+
+def test_run_metadata_is_json_safe_and_cannot_overwrite_ours(
+    rag: Pipeline, rag_input: Any, cranfield: Any, tmp_path: Path
+) -> None:
+    import datetime
+
+    _, queries, _ = cranfield
+    recorder = RagmeterRecorder(rag)
+    day = datetime.date(2026, 1, 1)
+    recorder.run(
+        rag_input(queries["1"]),
+        sample_id="1",
+        metadata={"framework": "mine", "capture_errors": "none", "day": day},
+    )
+    (sample,) = recorder.samples
+    assert sample.metadata == {
+        "framework": "haystack",
+        "run_metadata": {"framework": "mine", "capture_errors": "none", "day": "2026-01-01"},
+    }
+    assert recorder.to_jsonl(tmp_path / "s.jsonl") == 1
+
+
+def test_the_recorder_has_the_store_every_adapter_has(rag: Pipeline) -> None:
+    recorder = RagmeterRecorder(rag, max_samples=3)
+    assert recorder.store is recorder and recorder.store.dropped == 0
 
 
 @component

@@ -356,7 +356,7 @@ def test_retriever_that_raises_is_recorded_and_nothing_leaks(make_chain):
     assert sample.retrieved_ids is None and sample.response is None
     [call] = sample.metadata["retriever_calls"]
     assert call["error"] == "ValueError: index offline for 'drag'" and call["ids"] is None
-    assert handler.open_runs == 0 and not handler._nodes
+    assert handler.open_runs == 0 and not handler._runs.nodes
 
     make_chain().invoke("drag", config=cfg(handler, "good"))
     good = handler.samples[-1]
@@ -542,7 +542,7 @@ def test_memory_stays_bounded_across_many_invocations():
     handler = RagmeterCallbackHandler(max_samples=5)
     for _ in range(1500):
         chain.invoke("q", config=cfg(handler))
-    assert handler.open_runs == 0 and not handler._nodes and not handler._roots
+    assert handler.open_runs == 0 and not handler._runs.nodes and not handler._runs.roots
     assert len(handler) == 5 and handler.store.dropped == 1495
 
     gc.collect()

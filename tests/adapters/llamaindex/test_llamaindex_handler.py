@@ -107,7 +107,8 @@ def test_tags_carry_ground_truth_and_extra_tags_are_kept(index: Any, tmp_path: A
     (sample,) = handler.samples
     assert sample.reference == "text text"
     assert sample.reference_ids == ["12", "51"]
-    assert sample.metadata["tags"] == {"user": "alice"}
+    assert sample.metadata["run_metadata"] == {"user": "alice"}
+    assert sample.metadata["framework"] == "llamaindex"
     assert handler.to_qrels() == {"q7": {"12": 1, "51": 1}}
     report = handler.evaluate(metrics=["token_f1", "exact_match"])
     assert report.per_sample["q7"]["exact_match"] == 0.0  # "text text text text" vs "text text"
@@ -117,6 +118,27 @@ def test_tags_carry_ground_truth_and_extra_tags_are_kept(index: Any, tmp_path: A
     assert [s.id for s in read_jsonl(path)] == ["q7"]
     handler.clear()
     assert handler.samples == [] and handler.to_run() == {}
+
+
+def test_an_unusable_tag_is_left_out_and_the_rest_kept(index: Any, tmp_path: Any) -> None:
+    tags = {
+        "ragmeter_id": "q8",
+        "ragmeter_reference": "text",
+        "ragmeter_relevance": {"12": "high"},  # not a grade
+        "score": float("nan"),  # JSON cannot hold it
+    }
+    with RagmeterEventHandler() as handler, instrument_tags(tags):
+        engine(index).query("similarity laws for wind tunnel models")
+    (sample,) = handler.samples
+    assert sample.id == "q8" and sample.reference == "text" and sample.relevance is None
+    assert sample.retrieved_ids == retrieved_node_ids(
+        index, "similarity laws for wind tunnel models"
+    )
+    (note,) = sample.metadata["capture_errors"]
+    assert note.startswith("invalid relevance left out:")
+    assert handler.capture_errors == 1  # counted and logged like every capture problem
+    assert sample.metadata["run_metadata"] == {"score": "nan"}
+    assert handler.to_jsonl(tmp_path / "s.jsonl") == 1
 
 
 def slow_copy(embed_model: Any, delays: dict[str, float]) -> Any:
@@ -332,6 +354,21 @@ def test_max_samples_keeps_the_newest(index: Any) -> None:
                 qe.query(f"query number {i}")
     assert [s.id for s in handler.samples] == ["q1", "q2"]
     assert handler.store.dropped == 1
+
+
+def test_nothing_is_kept_per_query_once_it_ends(index: Any) -> None:
+    """Bounded memory: span and query state is dropped when a query ends, however it ends."""
+    plain = engine(index)
+    streaming = index.as_query_engine(llm=MockLLM(max_tokens=2), similarity_top_k=2, streaming=True)
+    with RagmeterEventHandler(max_samples=5) as handler:
+        for i in range(40):
+            plain.query(f"wing {i}")
+            streaming.query(f"flutter {i}")  # a stream nobody reads
+            with pytest.raises(ValueError):
+                Failing().query("x")
+        core = handler._core
+        assert not core.parents and not core.roots and not core.retrievals
+    assert len(handler) == 5 and handler.store.dropped == 115
 
 
 def test_bad_id_field() -> None:

@@ -48,6 +48,22 @@ def test_limit_becomes_similarity_top_k(index: Any) -> None:
     assert len(on_retriever("transonic flow")) == 3
 
 
+def test_limit_cuts_a_retriever_that_has_no_top_k(index: Any) -> None:
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle
+
+    inner = index.as_retriever(similarity_top_k=6)
+
+    class Fixed(BaseRetriever):  # no similarity_top_k to set: returns its six nodes
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            return inner.retrieve(query_bundle)
+
+    retrieve = query_engine_retriever(Fixed())
+    six = retrieve("transonic flow")
+    assert len(six) == 6
+    assert retrieve("transonic flow", limit=2) == six[:2]  # as in every adapter's retriever
+
+
 def test_a_query_engine_s_retriever_is_used(index: Any) -> None:
     qe = index.as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=4)
     assert query_engine_retriever(qe)("wing", limit=4) == query_engine_retriever(index)(

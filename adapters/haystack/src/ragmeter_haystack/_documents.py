@@ -23,7 +23,9 @@ __all__ = [
     "grade_of",
     "qrels_row",
     "ranked_ids",
+    "recorded_ids",
     "reply_text",
+    "reply_usage",
 ]
 
 logger = logging.getLogger("ragmeter_haystack")
@@ -159,6 +161,30 @@ def ranked_ids(docs: Sequence[Any], *, field: str) -> list[str]:
     return list(out)
 
 
+def recorded_ids(docs: Sequence[Any], field: str) -> tuple[list[str], int]:
+    """Retrieved documents as ids, best first, one per document, and how many fell back.
+
+    A document without a value for ``field`` keeps its rank under its ``Document.id``
+    (never dropped: dropping it would move every later document up a rank), and is counted
+    in the second value so the caller can say so. Repeats are kept.
+
+    >>> from haystack import Document
+    >>> docs = [Document(id="a", meta={"src": "s1"}), Document(id="b"),
+    ...         Document(id="c", meta={"src": "s1"})]
+    >>> recorded_ids(docs, "meta.src")
+    (['s1', 'b', 's1'], 1)
+    """
+    ids: list[str] = []
+    missing = 0
+    for doc in docs:
+        key = doc_key(doc, field)
+        if key is None:
+            missing += 1
+            key = str(doc.id)
+        ids.append(key)
+    return ids, missing
+
+
 def reply_text(reply: Any) -> str | None:
     """The text of one generator reply: a ``ChatMessage``, a ``str`` or a ``GeneratedAnswer``."""
     if reply is None or isinstance(reply, str):
@@ -171,3 +197,27 @@ def reply_text(reply: Any) -> str | None:
         if isinstance(value, str):
             return value
     return None
+
+
+def reply_usage(reply: Any) -> dict[str, int]:
+    """Token counts from a reply's ``meta["usage"]`` (OpenAI or Anthropic key names).
+
+    >>> from haystack.dataclasses import ChatMessage
+    >>> reply_usage(ChatMessage.from_assistant("hi", meta={"usage": {"prompt_tokens": 7}}))
+    {'input_tokens': 7}
+    """
+    meta = getattr(reply, "meta", None)
+    usage = meta.get("usage") if isinstance(meta, Mapping) else None
+    if not isinstance(usage, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for field, keys in (
+        ("input_tokens", ("prompt_tokens", "input_tokens")),
+        ("output_tokens", ("completion_tokens", "output_tokens")),
+    ):
+        for key in keys:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                out[field] = value
+                break
+    return out

@@ -10,6 +10,7 @@ from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
 
 from ragmeter.judge import JudgeReply, Message
+from ragmeter_haystack._documents import reply_text, reply_usage
 
 __all__ = ["HaystackJudge", "judge"]
 
@@ -64,13 +65,11 @@ class HaystackJudge:
         if not replies:
             return JudgeReply(text="")
         first = replies[0]
-        text = first.text if isinstance(first, ChatMessage) else str(first)
-        meta = first.meta if isinstance(first, ChatMessage) else {}
-        usage = meta.get("usage") or {}
+        usage = reply_usage(first)
         return JudgeReply(
-            text=text or "",
-            input_tokens=usage.get("prompt_tokens", usage.get("input_tokens")),
-            output_tokens=usage.get("completion_tokens", usage.get("output_tokens")),
+            text=reply_text(first) or "",
+            input_tokens=usage.get("input_tokens"),
+            output_tokens=usage.get("output_tokens"),
         )
 
 

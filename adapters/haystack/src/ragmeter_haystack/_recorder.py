@@ -10,14 +10,16 @@ from typing import Any
 
 from ragmeter.capture import SampleStore, fields_from_metadata
 from ragmeter.errors import InvalidInputError
+from ragmeter.evaluation.retrieval import dedupe_best_rank
 from ragmeter.schema import RagSample
-from ragmeter_haystack._documents import check_field, doc_key, reply_text
+from ragmeter_haystack._documents import check_field, recorded_ids, reply_text, reply_usage
 from ragmeter_haystack._pipeline import (
     check_component,
     consumed_outputs,
     find_component,
     nest_input,
 )
+from ragmeter_haystack._sample import describe, run_metadata, validated_sample
 
 __all__ = ["RagmeterRecorder"]
 
@@ -54,15 +56,19 @@ class RagmeterRecorder(SampleStore):
     * ``latency_ms`` of the whole run; ``error`` when the pipeline raised (the exception is
       re-raised unchanged after the sample is recorded).
     * ``reference``, ``reference_ids``, ``relevance`` from the keyword arguments or the
-      ``ragmeter_*`` metadata keys (:mod:`ragmeter.capture`); other metadata is kept.
+      ``ragmeter_*`` metadata keys (:mod:`ragmeter.capture`); your other ``metadata`` keys
+      go, JSON-safe, to the sample's ``metadata["run_metadata"]`` (as in every adapter),
+      next to ``metadata["framework"] == "haystack"``.
 
     By default the retriever is the one component with a ``documents`` output (a class
     named ``*Retriever*`` wins) and the generator the one with a ``replies`` output; name
     them when that is ambiguous. A failure while *capturing* never reaches your pipeline:
     it is logged once per recorder and recorded in the sample's
-    ``metadata["capture_errors"]``. The recorder is a :class:`~ragmeter.capture.SampleStore`:
-    ``samples``, ``to_run()``, ``to_qrels()``, ``clear()``, ``to_jsonl()``,
-    ``evaluate()`` and ``evaluate_retrieval(qrels)`` work as in every ragmeter adapter.
+    ``metadata["capture_errors"]`` (a value that does not validate, such as a NaN grade, is
+    left out and the rest of the sample kept; a document without ``doc_id_field`` is noted
+    there too). The recorder is a :class:`~ragmeter.capture.SampleStore`: ``samples``,
+    ``store``, ``to_run()``, ``to_qrels()``, ``clear()``, ``to_jsonl()``, ``evaluate()`` and
+    ``evaluate_retrieval(qrels)`` work as in every ragmeter adapter.
     """
 
     def __init__(
@@ -126,6 +132,15 @@ class RagmeterRecorder(SampleStore):
         self._warn_lock = threading.Lock()
         self._warned = False
 
+    @property
+    def store(self) -> SampleStore:
+        """The :class:`~ragmeter.capture.SampleStore` holding the samples: the recorder itself.
+
+        Every adapter has ``.store`` (``handler.store.dropped`` counts what ``max_samples``
+        evicted), so evaluation code does not depend on the framework.
+        """
+        return self
+
     # -- running ---------------------------------------------------------------------------
 
     def run(
@@ -186,7 +201,7 @@ class RagmeterRecorder(SampleStore):
         try:
             return self._strip(result, added)
         except Exception as exc:
-            self._capture_failed_log(exc)
+            self._capture_failed_log(describe(exc), exc)
             return result
 
     def _strip(self, result: dict[str, Any], added: set[str]) -> dict[str, Any]:
@@ -219,27 +234,32 @@ class RagmeterRecorder(SampleStore):
         fields: dict[str, Any] = {}
         try:
             fields = fields_from_metadata(metadata)
-            extra = {
-                k: v for k, v in (metadata or {}).items() if not str(k).startswith("ragmeter_")
-            }
             if sample_id is not None:
                 fields["id"] = str(sample_id)
             fields.update({k: v for k, v in refs.items() if v is not None})
             fields["latency_ms"] = latency_ms
-            fields["metadata"] = {"framework": "haystack", **extra}
+            meta: dict[str, Any] = {"framework": "haystack"}
+            extra = run_metadata(metadata)
+            if extra:
+                meta["run_metadata"] = extra
+            fields["metadata"] = meta
             if error is not None:
-                fields["error"] = f"{type(error).__name__}: {error}"
+                fields["error"] = describe(error)
             question = self._question(data)
             if question is not None:
                 fields["user_input"] = question
+            notes: list[str] = []
             if result is not None:
-                fields.update(self._from_outputs(result))
-            self.add(RagSample.model_validate(fields))
+                fields.update(self._from_outputs(result, notes))
+            sample = validated_sample(fields, notes)
+            if notes:
+                self._capture_failed_log(notes[0])
+            self.add(sample)
         except Exception as exc:
             self._capture_failed(exc, fields, latency_ms)
 
     def _capture_failed(self, exc: Exception, fields: Mapping[str, Any], latency_ms: float) -> None:
-        message = self._capture_failed_log(exc)
+        message = self._capture_failed_log(describe(exc), exc)
         try:
             sid = fields.get("id")
             record: dict[str, Any] = {
@@ -253,11 +273,10 @@ class RagmeterRecorder(SampleStore):
         except Exception:  # the store itself failed: nothing more can be done
             logger.debug("ragmeter could not record the capture error", exc_info=True)
 
-    def _capture_failed_log(self, exc: Exception) -> str:
+    def _capture_failed_log(self, message: str, exc: Exception | None = None) -> str:
         """Log a capture error: a warning the first time per recorder, then DEBUG."""
         with self._warn_lock:
             first, self._warned = not self._warned, True
-        message = f"{type(exc).__name__}: {exc}"
         if first:
             logger.warning(
                 "ragmeter could not capture a Haystack pipeline run (%s); the pipeline result "
@@ -301,15 +320,17 @@ class RagmeterRecorder(SampleStore):
         docs = outputs[self.documents_output]
         return list(docs) if docs is not None else []
 
-    def _from_outputs(self, result: Mapping[str, Any]) -> dict[str, Any]:
+    def _from_outputs(self, result: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         docs = self._documents(result, self.retriever)
         if docs is not None:
-            ids: dict[str, None] = {}
-            for doc in docs:
-                key = doc_key(doc, self.doc_id_field)
-                ids.setdefault(key if key is not None else str(doc.id), None)
-            out["retrieved_ids"] = list(ids)
+            ids, missing = recorded_ids(docs, self.doc_id_field)
+            out["retrieved_ids"] = dedupe_best_rank(ids)
+            if missing:
+                notes.append(
+                    f"{missing} of {len(docs)} retrieved document(s) had no value for "
+                    f"doc_id_field={self.doc_id_field!r}; their Document.id was used instead"
+                )
             out["retrieved_texts"] = [doc.content or "" for doc in docs]
         contexts = self._documents(result, self.contexts)
         if contexts is not None:
@@ -322,23 +343,5 @@ class RagmeterRecorder(SampleStore):
                 text = reply_text(first)
                 if text is not None:
                     out["response"] = text
-                out.update(_usage(getattr(first, "meta", None)))
+                out.update(reply_usage(first))
         return out
-
-
-def _usage(meta: Any) -> dict[str, int]:
-    """Token counts from a reply's ``meta["usage"]`` (OpenAI or Anthropic key names)."""
-    usage = meta.get("usage") if isinstance(meta, Mapping) else None
-    if not isinstance(usage, Mapping):
-        return {}
-    out: dict[str, int] = {}
-    for field, keys in (
-        ("input_tokens", ("prompt_tokens", "input_tokens")),
-        ("output_tokens", ("completion_tokens", "output_tokens")),
-    ):
-        for key in keys:
-            value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                out[field] = value
-                break
-    return out

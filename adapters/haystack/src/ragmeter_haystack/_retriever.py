@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.errors import InvalidInputError, check_k
-from ragmeter_haystack._documents import check_field, doc_key
+from ragmeter_haystack._documents import check_field, recorded_ids
 from ragmeter_haystack._pipeline import check_component, find_component, nest_input
 
 __all__ = ["pipeline_retriever"]
+
+logger = logging.getLogger("ragmeter_haystack")
+logger.addHandler(logging.NullHandler())
 
 
 def pipeline_retriever(
@@ -31,10 +36,12 @@ def pipeline_retriever(
     these when several inputs take the question, e.g. a prompt builder's), passes
     ``limit`` to the retriever's ``top_k_input`` when it has one, and returns the ids
     (``doc_id_field``: ``"id"``, ``"content"`` or ``"meta.<key>"``) of the
-    ``retriever_component``'s documents, best first, cut at ``limit``. Documents without
-    that field are skipped. ``data`` adds fixed inputs (e.g. filters), nested by component.
-    The whole pipeline runs on each call, so point this at a retrieval pipeline (or accept
-    that a RAG pipeline's generator runs too).
+    ``retriever_component``'s documents, best first, cut at ``limit``, by the id rule of
+    :class:`~ragmeter_haystack.RagmeterRecorder`: a document without that field keeps its
+    rank under its ``Document.id`` (logged once per retriever function; ``evaluate_retrieval``
+    keeps each id at its best rank). ``data`` adds fixed inputs (e.g. filters), nested by
+    component. The whole pipeline runs on each call, so point this at a retrieval pipeline
+    (or accept that a RAG pipeline's generator runs too).
 
     :raises ValueError: When a component is not in the pipeline, lacks the output, or the
         default retriever is ambiguous.
@@ -67,6 +74,7 @@ def pipeline_retriever(
     has_top_k = top_k_input is not None and top_k_input in (node.get("input_sockets") or {})
     fixed = {str(c): dict(v) for c, v in (data or {}).items()}
     name = retriever_component
+    warned = threading.Event()
 
     def retrieve(query: str, *, limit: int | None = None) -> list[str]:
         run_data: dict[str, dict[str, Any]] = {c: dict(v) for c, v in fixed.items()}
@@ -79,7 +87,17 @@ def pipeline_retriever(
                 run_data.setdefault(name, {})[str(top_k_input)] = limit
         result = pipeline.run(run_data, include_outputs_from={name})
         docs = (result.get(name) or {}).get(documents_output) or []
-        ids = [key for doc in docs if (key := doc_key(doc, field)) is not None]
+        ids, missing = recorded_ids(docs, field)
+        if missing and not warned.is_set():
+            warned.set()
+            logger.warning(
+                "%d of %d documents retrieved for %.80r have no value for doc_id_field=%r; "
+                "they keep their rank under their Document.id (logged once)",
+                missing,
+                len(ids),
+                query,
+                field,
+            )
         return ids if limit is None else ids[:limit]
 
     return retrieve

@@ -122,8 +122,9 @@ def query_engine_retriever(
     retriever's ``similarity_top_k``: an index builds ``as_retriever(similarity_top_k=limit)``
     (one per limit, cached); a retriever with a ``similarity_top_k`` attribute gets it set for
     the call and restored afterwards (calls are serialised by a lock); any other retriever
-    returns what it returns. Node ids come from ``id_field`` (see the module table), in rank
-    order, repeats included: ``evaluate_retrieval`` keeps each doc at its best rank.
+    returns what it returns. Either way at most ``limit`` ids come back, as from every
+    adapter's retriever function. Node ids come from ``id_field`` (see the module table),
+    in rank order, repeats included: ``evaluate_retrieval`` keeps each doc at its best rank.
 
     Raises :class:`~ragmeter.errors.InvalidInputError` for an unsupported object or id field,
     and, when called, for a node that has no value for ``id_field`` (it could never match
@@ -181,6 +182,6 @@ def query_engine_retriever(
                     "node has"
                 )
             ids.append(doc_id)
-        return ids
+        return ids if limit is None else ids[:limit]
 
     return retrieve
