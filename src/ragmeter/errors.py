@@ -8,7 +8,8 @@ exception a caller would expect (``ValueError``, ``KeyError``, ``ImportError``):
     ├── InvalidInputError (ValueError)        bad argument or record, names it
     │   ├── DataFormatError                   a file line that cannot be parsed (path, line)
     │   ├── DuplicateDocumentError            a ranking that repeats a doc id (query, ids)
-    │   └── NoScorableQueriesError            nothing to average over
+    │   ├── NoScorableQueriesError            nothing to average over
+    │   └── InvalidTypeError (TypeError)      an argument of the wrong kind
     ├── UnknownMetricError (KeyError, ValueError)
     └── MissingDependencyError (ImportError)  an optional extra is not installed
 """
@@ -61,6 +62,10 @@ class DuplicateDocumentError(InvalidInputError):
 
 class NoScorableQueriesError(InvalidInputError):
     """No query has a relevant judgement, so there is nothing to average."""
+
+
+class InvalidTypeError(InvalidInputError, TypeError):
+    """An argument of the wrong kind (e.g. not a chat model where one is needed)."""
 
 
 class UnknownMetricError(RagmeterError, KeyError, ValueError):

@@ -84,8 +84,10 @@ def test_garbage_verdicts_are_missing_not_nan(tmp_path: Path) -> None:
     report = evaluate_rag(
         SAMPLES, metrics=[Faithfulness(judge=_judge("looks fine to me"))], judge_cache=None
     )
-    assert report.coverage["judge_faithfulness"] == 0
-    assert report.summary("judge_faithfulness").missing == 3
+    assert "judge_faithfulness" not in report.metrics  # not a 0.0 that means nothing
+    assert all(row["judge_faithfulness"] is None for row in report.per_sample.values())
+    assert "scored no sample" in report.extra["not_computed"]["judge_faithfulness"]
+    assert "unparseable verdict" in report.details["a"]["judge_faithfulness"]["reason"]
     assert any("scored no sample" in w for w in report.warnings)
 
 

@@ -96,3 +96,30 @@ def test_haystack_chat_generator_as_judge() -> None:
 def test_wrong_object_is_refused(factory: Any) -> None:
     with pytest.raises(TypeError, match="judge\\(\\) needs"):
         factory(object())
+
+
+@pytest.mark.parametrize("factory", [langchain_judge, llamaindex_judge, haystack_judge])
+def test_wrong_object_is_a_ragmeter_error_too(factory: Any) -> None:
+    from ragmeter.errors import RagmeterError
+
+    with pytest.raises(RagmeterError):
+        factory(42)
+
+
+def test_identity_drops_secrets_but_keeps_sampling_settings() -> None:
+    from ragmeter.judge import clean_identity
+
+    params = {
+        "api_key": "sk-x",
+        "openai_api_key": "sk-y",
+        "max_tokens": 64,
+        "temperature": 0.2,
+        "model_kwargs": {"top_p": 0.9, "auth_token": "t"},
+        "stop": ("\n",),
+    }
+    assert clean_identity(params) == {
+        "max_tokens": 64,
+        "temperature": 0.2,
+        "model_kwargs": {"top_p": 0.9},
+        "stop": ["\n"],
+    }

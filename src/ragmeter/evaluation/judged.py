@@ -124,11 +124,16 @@ def evaluate_with_judges(
                 info["spread"] = spread
             if info:
                 report.details.setdefault(sid, {})[key] = info
-        report.metrics[key] = math.fsum(values) / len(values) if values else 0.0
-        report.coverage[key] = len(values)
-        report.higher_is_better[key] = metric.higher_is_better
-        if not values:
-            report.warnings.append(f"{key}: the judge scored no sample (see details for why)")
+        if values:
+            report.metrics[key] = math.fsum(values) / len(values)
+            report.coverage[key] = len(values)
+            report.higher_is_better[key] = metric.higher_is_better
+        else:
+            # Never a 0.0 that means "nothing was measured": the key is left out of
+            # metrics, the reason is recorded, and every sample's value stays None.
+            why = "the judge scored no sample (each sample's reason is in details)"
+            report.extra.setdefault("not_computed", {})[key] = why
+            report.warnings.append(f"{key}: {why}")
     report.extra.update(
         judge_calls=run.calls,
         judge_cache_hits=run.cache_hits,

@@ -15,6 +15,7 @@ from ragmeter.judge.protocol import (
     JudgeReply,
     Message,
     TransientJudgeError,
+    clean_identity,
     is_transient,
 )
 from ragmeter.judge.runner import (
@@ -43,6 +44,7 @@ __all__ = [
     "VerdictError",
     "arun_judges",
     "cache_key",
+    "clean_identity",
     "default_cache_path",
     "estimate_judges",
     "is_transient",

@@ -21,6 +21,7 @@ __all__ = [
     "JudgeReply",
     "Message",
     "TransientJudgeError",
+    "clean_identity",
     "is_transient",
 ]
 
@@ -86,6 +87,40 @@ def is_transient(exc: BaseException) -> bool:
         return True
     name = type(exc).__name__.lower()
     return any(marker in name for marker in _TRANSIENT_NAMES)
+
+
+_SECRET_NAMES = frozenset({"key", "token", "secret", "password", "authorization", "credentials"})
+
+
+def _is_secret(name: str) -> bool:
+    lowered = name.lower()
+    parts = set(lowered.replace("-", "_").split("_"))
+    return bool(parts & _SECRET_NAMES) or lowered.endswith(("key", "token", "secret"))
+
+
+def clean_identity(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's parameters made fit for a cache key: secrets dropped, values JSON-safe.
+
+    A parameter is a secret when a ``_``-separated part of its name is ``key``, ``token``,
+    ``secret``, ``password``, ``authorization`` or ``credentials`` (or the name ends in
+    ``key``/``token``/``secret``), so ``api_key`` and ``hf_token`` go while ``max_tokens``
+    and ``temperature`` stay. Values that are not JSON scalars, lists or dicts become
+    ``str(value)``.
+
+    >>> clean_identity({"api_key": "sk-1", "max_tokens": 64, "temperature": 0.0, "hf_token": "x"})
+    {'max_tokens': 64, 'temperature': 0.0}
+    """
+    return {k: _jsonable(v) for k, v in params.items() if not _is_secret(str(k))}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items() if not _is_secret(str(k))}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
 
 
 @dataclass

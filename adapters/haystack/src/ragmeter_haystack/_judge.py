@@ -9,16 +9,11 @@ from typing import Any
 from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
 
-from ragmeter.judge import JudgeReply, Message
+from ragmeter.errors import InvalidTypeError
+from ragmeter.judge import JudgeReply, Message, clean_identity
 from ragmeter_haystack._documents import reply_text, reply_usage
 
 __all__ = ["HaystackJudge", "judge"]
-
-_SECRET_MARKERS = ("key", "token", "secret", "password")
-
-
-def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if not any(m in k.lower() for m in _SECRET_MARKERS)}
 
 
 class HaystackJudge:
@@ -29,7 +24,7 @@ class HaystackJudge:
 
     def __init__(self, chat_generator: Any) -> None:
         if not callable(getattr(chat_generator, "run", None)):
-            raise TypeError(
+            raise InvalidTypeError(
                 "judge() needs a Haystack chat generator component with "
                 f"run(messages=...), got {type(chat_generator).__name__}"
             )
@@ -41,7 +36,7 @@ class HaystackJudge:
         params: dict[str, Any] = {}
         try:
             data = component_to_dict(self.generator, "judge")
-            params = _clean(data.get("init_parameters", {}))
+            params = clean_identity(data.get("init_parameters", {}))
         except Exception:  # a component that cannot serialise still works as a judge
             params = {}
         return {"framework": "haystack", "class": type(self.generator).__name__, **params}

@@ -8,11 +8,10 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from ragmeter.judge import JudgeReply, Message
+from ragmeter.errors import InvalidTypeError
+from ragmeter.judge import JudgeReply, Message, clean_identity
 
 __all__ = ["LangChainJudge", "judge"]
-
-_SECRET_MARKERS = ("key", "token", "secret", "password")
 
 
 def _text(content: Any) -> str:
@@ -34,7 +33,7 @@ class LangChainJudge:
 
     def __init__(self, chat_model: BaseChatModel) -> None:
         if not isinstance(chat_model, BaseChatModel):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"judge() needs a langchain_core BaseChatModel, got {type(chat_model).__name__}"
             )
         self.chat_model = chat_model
@@ -46,9 +45,7 @@ class LangChainJudge:
             params = dict(self.chat_model._identifying_params)
         except Exception:  # a model whose params cannot be read still works
             params = {}
-        clean = {
-            k: v for k, v in params.items() if not any(m in k.lower() for m in _SECRET_MARKERS)
-        }
+        clean = clean_identity(params)
         return {"framework": "langchain", "class": type(self.chat_model).__name__, **clean}
 
     async def complete(self, messages: Sequence[Message]) -> JudgeReply:

@@ -8,6 +8,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.llms import LLM
 
+from ragmeter.errors import InvalidTypeError
 from ragmeter.judge import JudgeReply, Message
 
 __all__ = ["LlamaIndexJudge", "judge"]
@@ -38,7 +39,7 @@ class LlamaIndexJudge:
 
     def __init__(self, llm: LLM) -> None:
         if not isinstance(llm, LLM):
-            raise TypeError(f"judge() needs a llama_index LLM, got {type(llm).__name__}")
+            raise InvalidTypeError(f"judge() needs a llama_index LLM, got {type(llm).__name__}")
         self.llm = llm
 
     @property
