@@ -11,6 +11,10 @@ Run::
     python benchmarks/bench_retrieval.py            # 1k x 100, 10k x 100, 10k x 1,000
     python benchmarks/bench_retrieval.py --quick    # 1k x 100 only, one repeat
 
+ragmeter is timed with each of its kernels, side by side: ``ragmeter [c]`` (the optional
+compiled kernel, when it is built) and ``ragmeter [python]`` (the pure-Python reference),
+whatever ``RAGMETER_PURE_PYTHON`` says.
+
 Needs ``pip install ranx ir-measures pytrec-eval-terrier`` (``ragmeter[bench]``).
 """
 
@@ -30,7 +34,9 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from ragmeter.evaluation import retrieval
 from ragmeter.evaluation.retrieval import evaluate_run
+from ragmeter.metrics import _kernel
 
 Qrels = dict[str, dict[str, int]]
 ListRun = dict[str, list[str]]
@@ -102,12 +108,31 @@ def run_ragmeter(qrels: Qrels, run: ListRun, scored: ScoredRun) -> Means:
     }
 
 
+def with_kernel(
+    kernel: _kernel.ScoreQuery, fn: Callable[[Qrels, ListRun, ScoredRun], Means]
+) -> Callable[[Qrels, ListRun, ScoredRun], Means]:
+    """``fn`` with ``evaluate_run`` using ``kernel`` (restored afterwards)."""
+
+    def run(qrels: Qrels, run: ListRun, scored: ScoredRun) -> Means:
+        saved = getattr(retrieval, "score_query")  # noqa: B009 (not re-exported)
+        setattr(retrieval, "score_query", kernel)  # noqa: B010
+        try:
+            return fn(qrels, run, scored)
+        finally:
+            setattr(retrieval, "score_query", saved)  # noqa: B010
+
+    return run
+
+
 def run_ragmeter_from_scores(qrels: Qrels, run: ListRun, scored: ScoredRun) -> Means:
     """ragmeter from a ``{doc: score}`` dict, sorting each query in trec_eval's order first."""
-    ranked = {
-        q: sorted(docs, key=lambda d, s=docs: (s[d], d), reverse=True) for q, docs in scored.items()
-    }
+    ranked = {q: _trec_order(docs) for q, docs in scored.items()}
     return run_ragmeter(qrels, ranked, scored)
+
+
+def _trec_order(docs: Mapping[str, float]) -> list[str]:
+    """Doc ids by score descending, ties by doc id descending (trec_eval's order)."""
+    return sorted(docs, key=lambda d: (docs[d], d), reverse=True)
 
 
 def run_pytrec_eval(qrels: Qrels, run: ListRun, scored: ScoredRun) -> Means:
@@ -162,8 +187,13 @@ def run_ir_measures(qrels: Qrels, run: ListRun, scored: ScoredRun) -> Means:
 
 
 LIBRARIES: dict[str, Callable[[Qrels, ListRun, ScoredRun], Means]] = {
-    "ragmeter": run_ragmeter,
-    "ragmeter (scored dict, sorts)": run_ragmeter_from_scores,
+    **(
+        {"ragmeter [c]": with_kernel(_kernel.c_score_query, run_ragmeter)}
+        if _kernel.c_score_query is not None
+        else {}
+    ),
+    "ragmeter [python]": with_kernel(_kernel.py_score_query, run_ragmeter),
+    f"ragmeter [{_kernel.BACKEND}] (scored dict, sorts)": run_ragmeter_from_scores,
     "pytrec_eval": run_pytrec_eval,
     "ranx": run_ranx,
     "ir-measures": run_ir_measures,
@@ -263,7 +293,7 @@ def _agreement(results: Mapping[str, Means], reference: str) -> list[str]:
         diffs = {k: abs(means[k] - ref[k]) for k in KEYS}
         worst = max(diffs, key=lambda k: diffs[k])
         status = "agree" if diffs[worst] <= 1e-9 else "DISAGREE"
-        lines.append(f"  {lib:<30} {status} (max |diff| {diffs[worst]:.1e} on {worst})")
+        lines.append(f"  {lib:<34} {status} (max |diff| {diffs[worst]:.1e} on {worst})")
     return lines
 
 
@@ -290,7 +320,7 @@ def bench_size(
     }
     ref_t, ref_m = times[REFERENCE], peaks[REFERENCE]
     print(
-        f"  {'library':<30} {'CPU s':>7} {'speed vs pytrec_eval':>21}   "
+        f"  {'library':<34} {'CPU s':>7} {'speed vs pytrec_eval':>21}   "
         f"{'RSS+ MB':>8} {'py heap MB':>10} {'peak vs pytrec_eval':>20}"
     )
     for lib in libs:
@@ -298,7 +328,7 @@ def bench_size(
         peak = peaks[lib]
         ratio_m = "-" if peak is None or not ref_m else f"{peak / ref_m:.2f}x"
         print(
-            f"  {lib:<30} {times[lib]:>7.3f} {ref_t / times[lib]:>20.2f}x   "
+            f"  {lib:<34} {times[lib]:>7.3f} {ref_t / times[lib]:>20.2f}x   "
             f"{_mb(rss):>8} {_mb(heap):>10} {ratio_m:>20}"
         )
 
@@ -339,7 +369,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _warm_up(libs)
     print(
         f"python {sys.version.split()[0]}, pinned to one core; times are CPU seconds "
-        "(time.process_time, best of N), robust to other load on a shared machine"
+        "(time.process_time, best of N), robust to other load on a shared machine; "
+        f"compiled kernel {'built' if _kernel.c_score_query is not None else 'NOT built'}, "
+        f"default backend {_kernel.BACKEND!r}"
     )
     sizes = SIZES[:1] if args.quick else SIZES
     for n_queries, depth in sizes:

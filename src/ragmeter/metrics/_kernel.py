@@ -10,15 +10,43 @@ the order of :func:`result_keys`, so the driver builds keys once per run, not pe
 Sums are accumulated in the order trec_eval uses (rank ascending: ``gain / log2(rank + 1)``
 for DCG, ``rel_so_far / rank`` for AP), with plain float additions, so per-query values
 match trec_eval's to the last bit. Arguments are trusted: the public drivers validate them.
+
+Two backends share this contract. :func:`py_score_query` (pure Python) is the reference and
+always available. The optional compiled extension ``ragmeter.metrics._ckernel`` (built from
+``_ckernel.c`` when a C compiler is present at install time) does the same IEEE operations in
+the same order, so its values are the same floats; it handles lists/tuples of ``str`` doc ids
+with ``dict`` judgements of ``int``/``float``/``bool`` grades, and hands any other input
+(other id types, numpy scalars, a bad grade ...) to :func:`py_score_query`, so results and
+errors are the Python kernel's. :data:`score_query` is the compiled one when it is importable,
+unless the environment variable ``RAGMETER_PURE_PYTHON`` is set to anything but ``""``/``"0"``
+when this module is imported; :data:`BACKEND` says which (``"c"`` or ``"python"``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
-__all__ = ["RepeatedDocsError", "duplicates_in", "kernel_codes", "result_keys", "score_query"]
+__all__ = [
+    "BACKEND",
+    "RepeatedDocsError",
+    "ScoreQuery",
+    "c_score_query",
+    "duplicates_in",
+    "kernel_codes",
+    "py_score_query",
+    "result_keys",
+    "score_query",
+]
+
+ScoreQuery = Callable[
+    [Sequence[str], Mapping[str, float], Sequence[int], Sequence[int], "float | None"],
+    "list[float] | None",
+]
+"""The signature of :func:`py_score_query` and of the compiled kernel."""
 
 NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP = range(6)
 CODES: dict[str, int] = {
@@ -84,7 +112,7 @@ def result_keys(labels: Sequence[str], codes: Sequence[int], ks: Sequence[int]) 
     return keys
 
 
-def score_query(
+def py_score_query(
     ranked: Sequence[str],
     judgements: Mapping[str, float],
     ks: Sequence[int],
@@ -97,7 +125,7 @@ def score_query(
     relevant judgement (it is not scored). Raises :class:`RepeatedDocsError` when it is
     scored and ``ranked`` repeats a doc id.
 
-    >>> score_query(["x", "d1", "d2"], {"d1": 1, "d2": 0}, [1, 2], kernel_codes(["mrr"]), None)
+    >>> py_score_query(["x", "d1", "d2"], {"d1": 1, "d2": 0}, [1, 2], kernel_codes(["mrr"]), None)
     [0.0, 0.5, 0.5]
     """
     n = len(ranked)
@@ -206,3 +234,33 @@ def _ndcg(
         counts = [bisect_right(gain_ranks, k) for k in ks]
     last = i if i <= kmax else kmax
     return [dcg[c] / idcg[k if k < last else last] for c, k in zip(counts, ks, strict=True)]
+
+
+def _load_c_kernel() -> ScoreQuery | None:
+    """The compiled kernel, configured to hand unrecognised inputs to :func:`py_score_query`;
+    ``None`` when the extension was not built (no C compiler at install time)."""
+    try:
+        from ragmeter.metrics import _ckernel
+    except ImportError:
+        return None
+    _ckernel.configure(py_score_query, RepeatedDocsError)
+    return _ckernel.score_query
+
+
+c_score_query: ScoreQuery | None = _load_c_kernel()
+"""The compiled kernel, or ``None`` when it is not built (it is loaded even when
+``RAGMETER_PURE_PYTHON`` is set, so tests can compare the two)."""
+
+_FORCE_PYTHON = os.environ.get("RAGMETER_PURE_PYTHON", "").strip() not in ("", "0")
+
+score_query: ScoreQuery = (
+    c_score_query if c_score_query is not None and not _FORCE_PYTHON else py_score_query
+)
+"""The kernel the drivers use: compiled when importable, unless ``RAGMETER_PURE_PYTHON`` is set.
+
+>>> score_query(["x", "d1", "d2"], {"d1": 1, "d2": 0}, [1, 2], kernel_codes(["mrr"]), None)
+[0.0, 0.5, 0.5]
+"""
+
+BACKEND: Literal["c", "python"] = "python" if score_query is py_score_query else "c"
+"""Which kernel :data:`score_query` is: ``"c"`` (compiled) or ``"python"``."""

@@ -1,0 +1,556 @@
+/* ragmeter.metrics._ckernel: the compiled twin of ragmeter.metrics._kernel.py_score_query.
+ *
+ * score_query(ranked, judgements, ks, codes, relevance_level) returns exactly what the Python
+ * kernel returns (the same floats, bit for bit: the same IEEE operations in the same order) on
+ * the inputs it recognises, and hands every other call to the Python kernel unchanged, so the
+ * Python kernel stays the one reference for results *and* for errors. Recognised inputs:
+ *
+ *   ranked           an exact list or tuple of exact str
+ *   judgements       an exact dict with exact str keys and grades that are exact float, bool,
+ *                    or exact int with |grade| <= 2**53 (so that comparing as doubles is exact)
+ *   ks               an exact list or tuple of exact int, 1 <= k <= 2**53, strictly ascending
+ *   codes            an exact list or tuple of exact int in 0..5 (NDCG ... MAP)
+ *   relevance_level  None, an exact float, or an exact int with |level| <= 2**53
+ *
+ * Anything else (a str subclass, a numpy scalar, a non-numeric grade, a Mapping that is not a
+ * dict, keyword arguments ...) goes to the Python kernel, which gives the result or raises the
+ * error the driver already turns into its InvalidInputError. While a call is on the fast path
+ * no Python code runs (exact str hash and compare are pure C, no object is allocated before the
+ * result list), so the inputs cannot change under it and the call cannot be re-entered.
+ *
+ * configure(fallback, repeated_error) must be called once (ragmeter.metrics._kernel does) with
+ * the Python kernel and the RepeatedDocsError class raised for a scored ranking that repeats a
+ * doc id.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, N_CODES };
+
+#define EXACT_LIMIT 9007199254740992LL /* 2**53: ints up to it are exact as doubles */
+
+static PyObject *fallback_kernel = NULL; /* the Python reference kernel */
+static PyObject *repeated_error = NULL;  /* RepeatedDocsError */
+
+/* log2_table[r] == log2(r + 1): the DCG discount of 1-based rank r (log2_table[0] unused). */
+static double *log2_table = NULL;
+static Py_ssize_t log2_size = 0;
+
+typedef struct {
+    Py_hash_t hash;
+    Py_ssize_t index; /* position in ranked, -1 for an empty slot */
+} Slot;
+
+typedef struct {
+    Py_ssize_t rank; /* 1-based */
+    double grade;
+} Hit;
+
+/* Make log2_table cover ranks up to n; 0 on success, -1 (MemoryError set) on failure. */
+static int
+grow_log2(Py_ssize_t n)
+{
+    if (n < log2_size) {
+        return 0;
+    }
+    Py_ssize_t size = log2_size ? 2 * log2_size : 1025;
+    while (size <= n) {
+        size *= 2;
+    }
+    double *table = PyMem_Realloc(log2_table, (size_t)size * sizeof(double));
+    if (table == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (log2_size == 0) {
+        table[0] = 0.0;
+        log2_size = 1;
+    }
+    for (Py_ssize_t r = log2_size; r < size; r++) {
+        table[r] = log2((double)(r + 1));
+    }
+    log2_table = table;
+    log2_size = size;
+    return 0;
+}
+
+/* A grade (or level) as a double: 1 if exact, 0 if the object is not a recognised number. */
+static int
+as_exact_double(PyObject *v, double *out)
+{
+    if (PyFloat_CheckExact(v)) {
+        *out = PyFloat_AS_DOUBLE(v);
+        return 1;
+    }
+    if (PyLong_CheckExact(v) || PyBool_Check(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (overflow || x > EXACT_LIMIT || x < -EXACT_LIMIT) {
+            return 0;
+        }
+        *out = (double)x;
+        return 1;
+    }
+    return 0;
+}
+
+/* An exact int in [lo, hi], or -1 when the object is anything else. */
+static long long
+small_int(PyObject *v, long long lo, long long hi)
+{
+    if (!PyLong_CheckExact(v)) {
+        return -1;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (overflow || x < lo || x > hi) {
+        return -1;
+    }
+    return x;
+}
+
+static int
+cmp_rank(const void *a, const void *b)
+{
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int
+cmp_hit(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const Hit *)a)->rank, y = ((const Hit *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+static int
+cmp_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b; /* never NaN: grades are > 0 */
+    return (x < y) - (x > y);
+}
+
+static void
+sort_ranks(Py_ssize_t *v, Py_ssize_t n)
+{
+    if (n > 16) {
+        qsort(v, (size_t)n, sizeof(Py_ssize_t), cmp_rank);
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Py_ssize_t x = v[i], j = i;
+        for (; j > 0 && v[j - 1] > x; j--) {
+            v[j] = v[j - 1];
+        }
+        v[j] = x;
+    }
+}
+
+static void
+sort_hits(Hit *v, Py_ssize_t n)
+{
+    if (n > 16) {
+        qsort(v, (size_t)n, sizeof(Hit), cmp_hit);
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Hit x = v[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && v[j - 1].rank > x.rank; j--) {
+            v[j] = v[j - 1];
+        }
+        v[j] = x;
+    }
+}
+
+static void
+sort_desc(double *v, Py_ssize_t n)
+{
+    if (n > 16) {
+        qsort(v, (size_t)n, sizeof(double), cmp_desc);
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        double x = v[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && v[j - 1] < x; j--) {
+            v[j] = v[j - 1];
+        }
+        v[j] = x;
+    }
+}
+
+/* Where `doc` (an exact str with hash h) sits in the table: its slot, or the empty slot that
+ * ends its probe sequence. -1 (exception set) only if a comparison fails. */
+static Py_ssize_t
+probe(const Slot *slots, size_t mask, PyObject *const *items, PyObject *doc, Py_hash_t h)
+{
+    size_t j = (size_t)h & mask;
+    for (;;) {
+        const Slot *s = &slots[j];
+        if (s->index < 0) {
+            return (Py_ssize_t)j;
+        }
+        if (s->hash == h) {
+            /* both exact str: identity, then unicode_eq, in C */
+            int eq = PyObject_RichCompareBool(items[s->index], doc, Py_EQ);
+            if (eq < 0) {
+                return -1;
+            }
+            if (eq) {
+                return (Py_ssize_t)j;
+            }
+        }
+        j = (j + 1) & mask;
+    }
+}
+
+static PyObject *
+call_fallback(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (fallback_kernel == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "ragmeter.metrics._ckernel is not configured: import "
+                        "ragmeter.metrics._kernel, which configures it");
+        return NULL;
+    }
+    return PyObject_Vectorcall(fallback_kernel, args, (size_t)nargs, kwnames);
+}
+
+/* A sequence argument (ks, codes) parsed into `out` (capacity n): 1 ok, 0 not recognised. */
+static int
+parse_ints(PyObject *seq, Py_ssize_t *out, long long lo, long long hi, int ascending)
+{
+    PyObject *const *items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long x = small_int(items[i], lo, hi);
+        if (x < 0) {
+            return 0;
+        }
+        if (ascending && i > 0 && x <= out[i - 1]) {
+            return 0;
+        }
+        out[i] = (Py_ssize_t)x;
+    }
+    return 1;
+}
+
+static PyObject *
+score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames)
+{
+    if (nargs != 5 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        return call_fallback(args, nargs, kwnames);
+    }
+    PyObject *ranked = args[0], *judgements = args[1], *ks_obj = args[2], *codes_obj = args[3];
+    PyObject *level_obj = args[4];
+    if (!(PyList_CheckExact(ranked) || PyTuple_CheckExact(ranked)) ||
+        !PyDict_CheckExact(judgements) ||
+        !(PyList_CheckExact(ks_obj) || PyTuple_CheckExact(ks_obj)) ||
+        !(PyList_CheckExact(codes_obj) || PyTuple_CheckExact(codes_obj))) {
+        return call_fallback(args, nargs, kwnames);
+    }
+    int has_level = level_obj != Py_None;
+    double level = 0.0;
+    if (has_level && (PyBool_Check(level_obj) || !as_exact_double(level_obj, &level))) {
+        return call_fallback(args, nargs, kwnames);
+    }
+
+    PyObject *const *items = PySequence_Fast_ITEMS(ranked);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(ranked);
+    Py_ssize_t nj = PyDict_GET_SIZE(judgements);
+    Py_ssize_t nk = PySequence_Fast_GET_SIZE(ks_obj);
+    Py_ssize_t nc = PySequence_Fast_GET_SIZE(codes_obj);
+    if (nk == 0) {
+        return call_fallback(args, nargs, kwnames);
+    }
+    Py_ssize_t cap = 8;
+    while (cap < 2 * n) {
+        cap <<= 1;
+    }
+    Py_ssize_t nvals = nc * (nk + 1); /* an upper bound: only MRR and MAP add the uncut value */
+
+    /* one block: every element below is 8 or 16 bytes, so each part stays aligned */
+    size_t size = (size_t)cap * sizeof(Slot) + (size_t)nj * sizeof(Hit) +
+                  (size_t)(2 * nk + nc + nj) * sizeof(Py_ssize_t) +
+                  (size_t)(4 * (nj + 1) + nvals) * sizeof(double);
+    char *block = PyMem_Malloc(size ? size : 1);
+    if (block == NULL) {
+        return PyErr_NoMemory();
+    }
+    Slot *slots = (Slot *)block;
+    Hit *hits = (Hit *)(slots + cap);                 /* retrieved, grade > 0: the DCG gains */
+    Py_ssize_t *ks = (Py_ssize_t *)(hits + nj);
+    Py_ssize_t *counts = ks + nk;                     /* relevant ranks <= k, per k */
+    Py_ssize_t *codes = counts + nk;
+    Py_ssize_t *rel = codes + nc;                     /* ranks of the retrieved relevant docs */
+    double *ideal = (double *)(rel + nj);             /* every grade > 0 */
+    double *idcg = ideal + (nj + 1);
+    double *dcg = idcg + (nj + 1);
+    double *ap = dcg + (nj + 1);
+    double *out = ap + (nj + 1);
+    PyObject *result = NULL;
+
+    if (!parse_ints(ks_obj, ks, 1, EXACT_LIMIT, 1) || !parse_ints(codes_obj, codes, 0, N_CODES - 1, 0)) {
+        goto fallback;
+    }
+
+    /* the ranking's doc ids: position by id, and whether one repeats */
+    memset(slots, 0xff, (size_t)cap * sizeof(Slot)); /* index -1: empty */
+    size_t mask = (size_t)cap - 1;
+    int repeated = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *doc = items[i];
+        if (!PyUnicode_CheckExact(doc)) {
+            goto fallback;
+        }
+        Py_hash_t h = PyObject_Hash(doc);
+        if (h == -1) {
+            goto error;
+        }
+        Py_ssize_t j = probe(slots, mask, items, doc, h);
+        if (j < 0) {
+            goto error;
+        }
+        if (slots[j].index >= 0) {
+            repeated = 1;
+        }
+        else {
+            slots[j].hash = h;
+            slots[j].index = i;
+        }
+    }
+
+    /* one walk over the judgements */
+    Py_ssize_t n_rel = 0, n_rel_hits = 0, n_hits = 0, n_ideal = 0, pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(judgements, &pos, &key, &value)) {
+        double g;
+        if (!PyUnicode_CheckExact(key) || !as_exact_double(value, &g)) {
+            goto fallback;
+        }
+        int positive = g > 0;
+        int relevant = has_level ? g >= level : positive;
+        if (!relevant && !positive) {
+            continue;
+        }
+        Py_hash_t h = PyObject_Hash(key);
+        if (h == -1) {
+            goto error;
+        }
+        Py_ssize_t j = probe(slots, mask, items, key, h);
+        if (j < 0) {
+            goto error;
+        }
+        Py_ssize_t r = slots[j].index + 1; /* 0: not retrieved */
+        if (relevant) {
+            n_rel++;
+            if (r) {
+                rel[n_rel_hits++] = r;
+            }
+        }
+        if (positive) {
+            ideal[n_ideal++] = g;
+            if (r) {
+                hits[n_hits].rank = r;
+                hits[n_hits].grade = g;
+                n_hits++;
+            }
+        }
+    }
+    if (n_rel == 0) {
+        PyMem_Free(block);
+        Py_RETURN_NONE;
+    }
+    if (repeated) {
+        PyErr_SetNone(repeated_error != NULL ? repeated_error : PyExc_ValueError);
+        goto error;
+    }
+    sort_ranks(rel, n_rel_hits);
+    for (Py_ssize_t t = 0, c = 0; t < nk; t++) {
+        while (c < n_rel_hits && rel[c] <= ks[t]) {
+            c++;
+        }
+        counts[t] = c;
+    }
+
+    int have_ap = 0, have_ndcg = 0;
+    Py_ssize_t last = 0;
+    Py_ssize_t nv = 0;
+    for (Py_ssize_t ci = 0; ci < nc; ci++) {
+        switch (codes[ci]) {
+        case PRECISION:
+            for (Py_ssize_t t = 0; t < nk; t++) {
+                out[nv++] = (double)counts[t] / (double)ks[t];
+            }
+            break;
+        case RECALL:
+            for (Py_ssize_t t = 0; t < nk; t++) {
+                out[nv++] = (double)counts[t] / (double)n_rel;
+            }
+            break;
+        case HIT_RATE:
+            for (Py_ssize_t t = 0; t < nk; t++) {
+                out[nv++] = counts[t] ? 1.0 : 0.0;
+            }
+            break;
+        case MRR: {
+            double rr = n_rel_hits ? 1.0 / (double)rel[0] : 0.0;
+            for (Py_ssize_t t = 0; t < nk; t++) {
+                out[nv++] = counts[t] ? rr : 0.0;
+            }
+            out[nv++] = rr;
+            break;
+        }
+        case MAP:
+            if (!have_ap) { /* ap[c]: sum of (relevant so far / rank) over the first c hits */
+                double acc = 0.0;
+                ap[0] = 0.0;
+                for (Py_ssize_t j = 0; j < n_rel_hits; j++) {
+                    acc += (double)(j + 1) / (double)rel[j];
+                    ap[j + 1] = acc;
+                }
+                have_ap = 1;
+            }
+            for (Py_ssize_t t = 0; t < nk; t++) {
+                out[nv++] = ap[counts[t]] / (double)n_rel;
+            }
+            out[nv++] = ap[n_rel_hits] / (double)n_rel;
+            break;
+        default: /* NDCG */
+            if (n_hits == 0) {
+                for (Py_ssize_t t = 0; t < nk; t++) {
+                    out[nv++] = 0.0;
+                }
+                break;
+            }
+            if (!have_ndcg) {
+                Py_ssize_t kmax = ks[nk - 1];
+                sort_hits(hits, n_hits);
+                sort_desc(ideal, n_ideal);
+                last = n_ideal < kmax ? n_ideal : kmax;
+                Py_ssize_t top = hits[n_hits - 1].rank > last ? hits[n_hits - 1].rank : last;
+                if (grow_log2(top) < 0) {
+                    goto error;
+                }
+                double acc = 0.0;
+                idcg[0] = 0.0;
+                for (Py_ssize_t i = 1; i <= last; i++) {
+                    acc += ideal[i - 1] / log2_table[i];
+                    idcg[i] = acc;
+                }
+                acc = 0.0;
+                dcg[0] = 0.0;
+                for (Py_ssize_t j = 0; j < n_hits; j++) {
+                    acc += hits[j].grade / log2_table[hits[j].rank];
+                    dcg[j + 1] = acc;
+                }
+                have_ndcg = 1;
+            }
+            for (Py_ssize_t t = 0, c = 0; t < nk; t++) {
+                if (has_level) { /* gains within k; without a level they are the counts */
+                    while (c < n_hits && hits[c].rank <= ks[t]) {
+                        c++;
+                    }
+                }
+                else {
+                    c = counts[t];
+                }
+                out[nv++] = dcg[c] / idcg[ks[t] < last ? ks[t] : last];
+            }
+        }
+    }
+
+    result = PyList_New(nv);
+    if (result == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < nv; i++) {
+        PyObject *f = PyFloat_FromDouble(out[i]);
+        if (f == NULL) {
+            Py_CLEAR(result);
+            goto error;
+        }
+        PyList_SET_ITEM(result, i, f);
+    }
+    PyMem_Free(block);
+    return result;
+
+fallback:
+    PyMem_Free(block);
+    return call_fallback(args, nargs, kwnames);
+
+error:
+    PyMem_Free(block);
+    return NULL;
+}
+
+static PyObject *
+configure(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *fallback, *error;
+    if (!PyArg_ParseTuple(args, "OO:configure", &fallback, &error)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "configure: fallback must be callable");
+        return NULL;
+    }
+    if (!PyExceptionClass_Check(error)) {
+        PyErr_SetString(PyExc_TypeError, "configure: repeated_error must be an exception class");
+        return NULL;
+    }
+    Py_INCREF(fallback);
+    Py_XSETREF(fallback_kernel, fallback);
+    Py_INCREF(error);
+    Py_XSETREF(repeated_error, error);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(score_query_doc,
+             "score_query(ranked, judgements, ks, codes, relevance_level)\n--\n\n"
+             "Compiled ragmeter.metrics._kernel.py_score_query: same values, same errors.");
+PyDoc_STRVAR(configure_doc,
+             "configure(fallback, repeated_error)\n--\n\n"
+             "Set the Python kernel that unrecognised inputs go to, and RepeatedDocsError.");
+
+static PyMethodDef methods[] = {
+    {"score_query", (PyCFunction)(void (*)(void))score_query, METH_FASTCALL | METH_KEYWORDS,
+     score_query_doc},
+    {"configure", configure, METH_VARARGS, configure_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "ragmeter.metrics._ckernel",
+    "Compiled per-query kernel of ragmeter.evaluate_run (optional; see _kernel.py).",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__ckernel(void)
+{
+    if (grow_log2(1024) < 0) {
+        return NULL;
+    }
+    return PyModule_Create(&module_def);
+}
