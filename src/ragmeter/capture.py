@@ -21,19 +21,29 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from ragmeter.schema import RagSample, samples_to_qrels, samples_to_run
+
+if TYPE_CHECKING:
+    from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
 __all__ = [
     "ID_KEY",
     "METADATA_FIELDS",
     "SampleStore",
     "content_doc_id",
+    "describe",
     "fields_from_metadata",
+    "jsonable",
+    "run_metadata",
+    "validated_sample",
 ]
 
 logger = logging.getLogger("ragmeter")
@@ -76,6 +86,85 @@ def fields_from_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
             value = metadata[key]
             out[field] = str(value) if field == "id" else value
     return out
+
+
+# Assembling a captured sample without ever failing the user's run: what is captured is
+# JSON-safe, the user's own run metadata sits under ``metadata["run_metadata"]``, and a field
+# that does not validate is left out and noted in ``metadata["capture_errors"]`` instead of
+# costing the whole sample. Every adapter builds its samples with these.
+
+
+def describe(exc: BaseException) -> str:
+    """``"ValueError: message"``: how a captured exception is recorded."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def jsonable(value: Any, depth: int = 0) -> Any:
+    """``value`` made JSON-safe (``to_jsonl`` must not fail on captured metadata).
+
+    Strings, ints, bools and ``None`` stay; a NaN or infinite float and any other object
+    become their ``str``; mappings and lists are converted item by item (8 levels deep).
+
+    >>> jsonable({"when": float("nan"), "ids": (1, "a"), 2: {3}})
+    {'when': 'nan', 'ids': [1, 'a'], '2': '{3}'}
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if depth < 8:
+        if isinstance(value, Mapping):
+            return {str(k): jsonable(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [jsonable(v, depth + 1) for v in value]
+    return str(value)
+
+
+def run_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The user's run metadata minus the ``ragmeter_*`` keys that fill sample fields, JSON-safe.
+
+    >>> run_metadata({"ragmeter_id": "q1", "team": "search"})
+    {'team': 'search'}
+    """
+    if not metadata:
+        return {}
+    return {str(k): jsonable(v) for k, v in metadata.items() if k not in METADATA_FIELDS}
+
+
+def validated_sample(fields: dict[str, Any], errors: list[str]) -> RagSample:
+    """A ``RagSample`` from ``fields``; a field that does not validate is left out.
+
+    What was left out, and why, is appended to ``errors``; a non-empty ``errors`` becomes
+    ``metadata["capture_errors"]``. Only ``id`` and ``metadata`` are always kept.
+
+    >>> errors: list[str] = []
+    >>> s = validated_sample({"id": "q1", "latency_ms": -1.0, "response": "ok"}, errors)
+    >>> s.id, s.response, s.latency_ms, s.metadata["capture_errors"] == errors
+    ('q1', 'ok', None, True)
+    >>> errors
+    ['invalid latency_ms left out: Input should be greater than or equal to 0 (got -1.0)']
+    """
+    try:
+        return RagSample.model_validate(_with_errors(fields, errors))
+    except ValidationError as exc:
+        problems = exc.errors()
+    bad = sorted({str(p["loc"][0]) for p in problems if p.get("loc")} - {"id", "metadata"})
+    msg, got = (problems[0]["msg"], problems[0].get("input")) if problems else ("?", None)
+    errors.append(f"invalid {', '.join(bad) or 'sample'} left out: {msg} (got {got!r:.80})")
+    kept = {k: v for k, v in fields.items() if k not in bad}
+    try:
+        return RagSample.model_validate(_with_errors(kept, errors))
+    except ValidationError:
+        core = {k: fields[k] for k in ("id",) if isinstance(fields.get(k), str)}
+        return RagSample.model_validate(_with_errors(core, errors))
+
+
+def _with_errors(fields: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    if not errors:
+        return fields
+    meta = dict(fields.get("metadata") or {})
+    meta["capture_errors"] = list(errors)
+    return {**fields, "metadata": meta}
 
 
 class SampleStore:
@@ -137,20 +226,24 @@ class SampleStore:
 
         return write_jsonl(self.samples, path)
 
-    def evaluate(self, **kwargs: Any) -> Any:
+    def evaluate(self, **kwargs: Any) -> RagEvalReport:
         """Score the captured samples with :func:`ragmeter.evaluate_rag` (kwargs pass through)."""
         from ragmeter.evaluation.rag import evaluate_rag
 
         return evaluate_rag(self.samples, **kwargs)
 
-    def evaluate_retrieval(self, qrels: Mapping[str, Mapping[str, float]] | None = None, **kwargs: Any) -> Any:
+    def evaluate_retrieval(
+        self, qrels: Mapping[str, Mapping[str, float]] | None = None, **kwargs: Any
+    ) -> RetrievalEvalReport:
         """Score the captured run with :func:`ragmeter.evaluate_run`.
 
         ``qrels`` defaults to the relevance carried by the samples themselves.
         """
         from ragmeter.evaluation.retrieval import evaluate_run
 
-        return evaluate_run(qrels if qrels is not None else self.to_qrels(), self.to_run(), **kwargs)
+        return evaluate_run(
+            qrels if qrels is not None else self.to_qrels(), self.to_run(), **kwargs
+        )
 
     def extend(self, samples: Iterable[RagSample]) -> None:
         """Append several samples."""

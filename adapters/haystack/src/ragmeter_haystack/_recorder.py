@@ -8,7 +8,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ragmeter.capture import SampleStore, fields_from_metadata
+from ragmeter.capture import (
+    SampleStore,
+    describe,
+    fields_from_metadata,
+    run_metadata,
+    validated_sample,
+)
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import dedupe_best_rank
 from ragmeter.schema import RagSample
@@ -19,7 +25,6 @@ from ragmeter_haystack._pipeline import (
     find_component,
     nest_input,
 )
-from ragmeter_haystack._sample import describe, run_metadata, validated_sample
 
 __all__ = ["RagmeterRecorder"]
 

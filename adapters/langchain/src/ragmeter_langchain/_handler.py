@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -158,7 +158,7 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
 
     def evaluate(self, **kwargs: Any) -> RagEvalReport:
         """Score the samples with ``ragmeter.evaluate_rag`` (keyword arguments pass through)."""
-        return cast(RagEvalReport, self._store.evaluate(**kwargs))
+        return self._store.evaluate(**kwargs)
 
     def evaluate_retrieval(
         self, qrels: Mapping[str, Mapping[str, float]] | None = None, **kwargs: Any
@@ -168,7 +168,7 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
         trec_eval's rule applies: a judged query missing from the run scores 0, so pass the
         qrels of the queries you captured.
         """
-        return cast(RetrievalEvalReport, self._store.evaluate_retrieval(qrels, **kwargs))
+        return self._store.evaluate_retrieval(qrels, **kwargs)
 
     def clear(self) -> None:
         """Forget the captured samples (runs still in flight are kept and finish normally)."""

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
-from ragmeter.capture import SampleStore, fields_from_metadata
+from ragmeter.capture import (
+    SampleStore,
+    describe,
+    fields_from_metadata,
+    run_metadata,
+    validated_sample,
+)
 from ragmeter.schema import RagSample
 from ragmeter_langchain._convert import (
     DocIdFn,
@@ -31,7 +37,6 @@ from ragmeter_langchain._convert import (
     question_of,
 )
 from ragmeter_langchain._records import UNSET, Call, Node, Root, ranking, run_name
-from ragmeter_langchain._sample import describe, run_metadata, validated_sample
 
 __all__ = ["FRAMEWORK", "UNSET", "Options", "ResponseFrom", "Retrieval", "Runs"]
 

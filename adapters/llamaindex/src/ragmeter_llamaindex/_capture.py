@@ -28,11 +28,17 @@ from llama_index.core.instrumentation.events.retrieval import (
 )
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ragmeter.capture import SampleStore, fields_from_metadata
+from ragmeter.capture import (
+    SampleStore,
+    describe,
+    fields_from_metadata,
+    jsonable,
+    run_metadata,
+    validated_sample,
+)
 from ragmeter.evaluation.retrieval import dedupe_best_rank
 from ragmeter.schema import RagSample
 from ragmeter_llamaindex._retriever import IdField, node_doc_id
-from ragmeter_llamaindex._sample import describe, jsonable, run_metadata, validated_sample
 from ragmeter_llamaindex._stream import STREAM_PENDING, tap_stream
 
 __all__ = ["FRAMEWORK", "Capture"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llama_index.core.instrumentation import (  # type: ignore[attr-defined, unused-ignore]
     Dispatcher,
@@ -219,7 +219,7 @@ class RagmeterEventHandler(BaseEventHandler):
 
     def evaluate(self, **kwargs: Any) -> RagEvalReport:
         """Score the samples with :func:`ragmeter.evaluate_rag` (keyword arguments pass through)."""
-        return cast(RagEvalReport, self._core.store.evaluate(**kwargs))
+        return self._core.store.evaluate(**kwargs)
 
     def evaluate_retrieval(
         self, qrels: Mapping[str, Mapping[str, float]] | None = None, **kwargs: Any
@@ -229,7 +229,7 @@ class RagmeterEventHandler(BaseEventHandler):
         trec_eval's rule applies: a judged query missing from the run scores 0, so pass the
         qrels of the queries you captured.
         """
-        return cast(RetrievalEvalReport, self._core.store.evaluate_retrieval(qrels, **kwargs))
+        return self._core.store.evaluate_retrieval(qrels, **kwargs)
 
     def clear(self) -> None:
         """Forget every captured sample."""
