@@ -383,7 +383,7 @@ def _bootstrap_means(d: FloatArray, n_resamples: int, seed: int | None) -> Float
     for start in range(0, n_resamples, rows):
         stop = min(start + rows, n_resamples)
         idx = rng.integers(0, m, size=(stop - start, m))
-        out[start:stop] = d[idx].mean(axis=1)
+        out[start:stop] = np.take(d, idx).mean(axis=1)
     return out
 
 
@@ -416,7 +416,8 @@ def _randomization_p(d: FloatArray, n_resamples: int, seed: int | None) -> tuple
     for start in range(0, n_resamples, rows):
         size = min(rows, n_resamples - start)
         raw = rng.integers(0, 256, size=(size, n_bytes), dtype=np.uint8)
-        bits = np.unpackbits(raw, axis=1, count=m)
+        # float64 bits: a float64 @ float64 product uses BLAS, uint8 @ float64 does not.
+        bits = np.unpackbits(raw, axis=1, count=m).astype(np.float64)
         null = (total - 2.0 * (bits @ d)) / m
         count += int(np.count_nonzero(np.abs(null) >= threshold))
     return (count + 1) / (n_resamples + 1), False
