@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.schema import RagSample, coerce_sample, samples_to_qrels, samples_to_run
@@ -57,6 +62,8 @@ def test_id_is_generated_and_unique_when_absent() -> None:
         ({"retrieved_ids": "d1"}, "field 'retrieved_ids'"),
         ({"latency_ms": -1}, "field 'latency_ms'.*greater than or equal to 0"),
         ({"relevance": {"d": float("nan")}}, "grade of doc 'd' is NaN"),
+        ({"relevance": {"d": float("inf")}}, "grade of doc 'd' is inf; grades must be finite"),
+        ({"latency_ms": float("inf")}, "field 'latency_ms'.*finite number"),
         ({"id": "s9", "input_tokens": "many"}, r"sample 4 \(id 's9'\): field 'input_tokens'"),
     ],
 )
@@ -89,3 +96,29 @@ def test_samples_to_run_and_qrels() -> None:
 
 def test_all_references() -> None:
     assert RagSample(reference="a", references=["b", "c"]).all_references() == ["a", "b", "c"]
+
+
+_values = st.none() | st.text(max_size=5) | st.integers(-2, 3) | st.floats(allow_nan=False)
+_values = _values | st.lists(st.text(max_size=4) | st.integers(0, 2), max_size=2)
+_values = _values | st.dictionaries(st.text(max_size=3), st.integers(0, 2), max_size=2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([*sorted(RagSample.model_fields), "question", "answer", "topic"]),
+        _values,
+        max_size=6,
+    )
+)
+def test_plain_dicts_validate_exactly_like_other_mappings(data: dict[str, Any]) -> None:
+    # plain dicts in field names take a fast path; any other mapping the general one
+    outcomes = []
+    for mapping in (data, MappingProxyType(data)):
+        try:
+            outcomes.append(coerce_sample(mapping, index=0).model_dump(exclude={"id"}))
+        except InvalidInputError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
+    if isinstance(outcomes[0], dict) and data.get("id") is not None:
+        assert coerce_sample(data).id == str(data["id"])

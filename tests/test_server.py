@@ -338,6 +338,27 @@ def test_non_finite_numbers_are_refused(client: TestClient) -> None:
     check_422(response, ["body", "qrels", "q", "d"])
 
 
+def test_lone_surrogates_echoed_back_are_not_500(client: TestClient) -> None:
+    # JSON may escape a lone surrogate; the str holds it, UTF-8 cannot encode it
+    headers = {"content-type": "application/json"}
+    raw = b'{"samples": [{"id": "s\\ud800", "answer": "\\ud800 is big", "context": ["small"]}]}'
+    response = client.post("/evaluate", content=raw, headers=headers)
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["details"]["s\ud800"]["faithfulness"]["unsupported_claims"] == ["\ud800 is big"]
+    assert report["metrics"]["faithfulness"] == 0.0
+    raw = b'{"samples": [{"answer": "a"}], "metrics": ["\\udc00"]}'
+    check_422(client.post("/evaluate", content=raw, headers=headers), ["body", "metrics", 0])
+    ok = client.post("/evaluate", json={"samples": [{"answer": "caf\u00e9", "context": ["x"]}]})
+    assert "caf\u00e9" in ok.content.decode("utf-8")  # other text is still sent as UTF-8
+
+
+def test_deeply_nested_json_is_refused_without_a_500(client: TestClient) -> None:
+    raw = b'{"samples": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    response = client.post("/evaluate", content=raw, headers={"content-type": "application/json"})
+    assert 400 <= response.status_code < 500, response.text
+
+
 def test_bad_methods_and_paths_are_not_500(client: TestClient) -> None:
     assert client.get("/evaluate").status_code == 405
     assert client.post("/health").status_code == 405

@@ -16,6 +16,7 @@ the field.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -62,19 +63,27 @@ class RagSample(BaseModel):
     id: str = Field(
         default_factory=_new_id, description="Sample id; generated (uuid4 hex) when absent."
     )
-    user_input: str | None = Field(default=None, description="The user's question (rag-eval: question).")
-    response: str | None = Field(default=None, description="The generated answer (rag-eval: answer).")
+    user_input: str | None = Field(
+        default=None, description="The user's question (rag-eval: question)."
+    )
+    response: str | None = Field(
+        default=None, description="The generated answer (rag-eval: answer)."
+    )
     retrieved_contexts: list[str] | None = Field(
-        default=None, description="Context texts handed to the generator, in order (rag-eval: context)."
+        default=None,
+        description="Context texts handed to the generator, in order (rag-eval: context).",
     )
     reference: str | None = Field(default=None, description="The ground-truth answer.")
     references: list[str] | None = Field(
-        default=None, description="Further acceptable answers; answer metrics take the max over all."
+        default=None,
+        description="Further acceptable answers; answer metrics take the max over all.",
     )
     reference_contexts: list[str] | None = Field(
         default=None, description="Ground-truth context texts (rag-eval: golden_documents)."
     )
-    retrieved_ids: list[str] | None = Field(default=None, description="Retrieved doc ids, best first.")
+    retrieved_ids: list[str] | None = Field(
+        default=None, description="Retrieved doc ids, best first."
+    )
     retrieved_texts: list[str] | None = Field(
         default=None, description="Retrieved chunk texts, best first (rag-eval: retrieved)."
     )
@@ -84,12 +93,18 @@ class RagSample(BaseModel):
     relevance: dict[str, float] | None = Field(
         default=None, description="Graded relevance {doc_id: grade}; wins over reference_ids."
     )
-    latency_ms: float | None = Field(default=None, ge=0, description="Wall-clock latency, milliseconds.")
-    input_tokens: int | None = Field(default=None, ge=0, description="Prompt tokens reported by the model.")
+    latency_ms: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="Wall-clock latency, milliseconds."
+    )
+    input_tokens: int | None = Field(
+        default=None, ge=0, description="Prompt tokens reported by the model."
+    )
     output_tokens: int | None = Field(
         default=None, ge=0, description="Completion tokens reported by the model."
     )
-    gold_spans: list[GoldSpan] | None = Field(default=None, description="Gold evidence as character spans.")
+    gold_spans: list[GoldSpan] | None = Field(
+        default=None, description="Gold evidence as character spans."
+    )
     retrieved_spans: list[Span] | None = Field(
         default=None, description="Character spans of the retrieved chunks, best first."
     )
@@ -101,6 +116,10 @@ class RagSample(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _accept_aliases(cls, data: Any) -> Any:
+        # Fast path: a plain dict that already uses only field names and a str id (or none)
+        # needs no renaming, no metadata merge and no id conversion; pydantic validates it.
+        if type(data) is dict and _FIELD_NAMES.issuperset(data) and type(data.get("id", "")) is str:
+            return data
         if not isinstance(data, Mapping):
             return data
         out: dict[str, Any] = {}
@@ -136,12 +155,16 @@ class RagSample(BaseModel):
     def _finite_grades(cls, value: dict[str, float] | None) -> dict[str, float] | None:
         if value is not None:
             for doc, grade in value.items():
-                if grade != grade:
-                    raise ValueError(f"grade of doc {doc!r} is NaN")
+                if not math.isfinite(grade):
+                    shown = "NaN" if grade != grade else repr(grade)
+                    raise ValueError(f"grade of doc {doc!r} is {shown}; grades must be finite")
         return value
 
     def relevance_map(self) -> dict[str, float] | None:
-        """The sample's qrels row: ``relevance``, else ``{id: 1}`` per ``reference_ids``, else ``None``."""
+        """The sample's qrels row: ``relevance``, else ``{id: 1}`` per ``reference_ids``.
+
+        ``None`` when the sample carries neither.
+        """
         if self.relevance is not None:
             return dict(self.relevance)
         if self.reference_ids is not None:
@@ -154,6 +177,10 @@ class RagSample(BaseModel):
         return refs + list(self.references or [])
 
 
+_FIELD_NAMES: frozenset[str] = frozenset(RagSample.model_fields)
+# RagSample.model_validate without its per-call Python wrapper (this is the hot path).
+_validate = RagSample.__pydantic_validator__.validate_python
+
 SampleLike = RagSample | Mapping[str, Any]
 
 
@@ -165,13 +192,14 @@ def coerce_sample(sample: SampleLike, *, index: int | None = None) -> RagSample:
     """
     if isinstance(sample, RagSample):
         return sample
-    if not isinstance(sample, Mapping):
+    if type(sample) is not dict and not isinstance(sample, Mapping):
         where = f"sample {index}" if index is not None else "sample"
         raise InvalidInputError(
             f"{where} must be a RagSample or a mapping, got {type(sample).__name__}"
         )
     try:
-        return RagSample.model_validate(sample)
+        validated: RagSample = _validate(sample)
+        return validated
     except Exception as exc:  # pydantic.ValidationError
         raise InvalidInputError(_describe(exc, sample, index)) from None
 

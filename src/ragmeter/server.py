@@ -25,6 +25,7 @@ Bad input never gives a 500: a payload that does not validate, or that the core 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -212,15 +213,32 @@ def _finite(value: Any) -> Any:
     return value
 
 
+class _JSON(JSONResponse):
+    """A JSON response that never fails to encode.
+
+    A request may carry a lone surrogate (JSON's ``"\\ud800"``), which a Python str holds but
+    UTF-8 cannot encode; echoed back in a claim, an id or an error message it would turn a
+    good answer into a 500. Such a body is sent with non-ASCII characters escaped instead.
+    """
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(
+                content, ensure_ascii=True, allow_nan=False, separators=(",", ":")
+            ).encode("ascii")
+
+
 def _unprocessable(loc: tuple[str | int, ...], exc: Exception) -> JSONResponse:
-    return JSONResponse(
+    return _JSON(
         status_code=422,
         content={"detail": [{"loc": list(loc), "msg": str(exc), "type": type(exc).__name__}]},
     )
 
 
 def _too_large(message: str) -> JSONResponse:
-    return JSONResponse(status_code=413, content={"detail": message})
+    return _JSON(status_code=413, content={"detail": message})
 
 
 class _BodyLimit:
@@ -295,6 +313,7 @@ def create_app(
     retrieval_model = type("RetrievalRequest", (RetrievalRequest,), {"max_samples": max_samples})
 
     app = FastAPI(
+        default_response_class=_JSON,
         title="ragmeter",
         version=__version__,
         description="Score RAG samples and retrieval runs (trec_eval-exact, no LLM needed).",
@@ -310,7 +329,7 @@ def create_app(
             if err.get("type") == _TOO_MANY:
                 return _too_large(str(err.get("msg")))
         # FastAPI's own 422 body, made JSON-safe: the echoed input may hold NaN/Infinity.
-        return JSONResponse(status_code=422, content={"detail": _finite(jsonable_encoder(errors))})
+        return _JSON(status_code=422, content={"detail": _finite(jsonable_encoder(errors))})
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -331,7 +350,7 @@ def create_app(
             return _unprocessable(("body", "metrics"), exc)
         except (RagmeterError, ValueError) as exc:
             return _unprocessable(("body",), exc)
-        return JSONResponse(_finite(report.to_dict()))
+        return _JSON(_finite(report.to_dict()))
 
     def evaluate_retrieval(payload: RetrievalRequest) -> JSONResponse:
         """Score a run against qrels; the answer is the RetrievalEvalReport as JSON."""
@@ -351,7 +370,7 @@ def create_app(
             query = getattr(exc, "query_id", None)
             loc: tuple[str | int, ...] = ("body", "run", query) if query else ("body",)
             return _unprocessable(loc, exc)
-        return JSONResponse(_finite(report.to_dict()))
+        return _JSON(_finite(report.to_dict()))
 
     # The request models carry this app's sample cap, so the annotations are set here.
     evaluate.__annotations__ = {"payload": evaluate_model, "return": JSONResponse}

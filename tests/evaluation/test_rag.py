@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+import contextgrid as cg
 import pytest
 from ef import evaluation as ef
 from hypothesis import given, settings
@@ -22,7 +24,7 @@ from ragmeter.evaluation.rag import DEFAULT_METRICS, SEED_METRICS, _exact_mean, 
 from ragmeter.io.jsonl import read_jsonl
 from ragmeter.metrics.base import RagMetric
 from ragmeter.report import RagEvalReport
-from ragmeter.schema import RagSample
+from ragmeter.schema import RagSample, coerce_sample
 
 SEED_SAMPLES = [
     {
@@ -102,6 +104,21 @@ def test_exact_mean_matches_statistics_mean() -> None:
     assert _exact_mean(values) == statistics.mean(values)
     assert _exact_mean([1e308, 1e308, -1e308]) == statistics.mean([1e308, 1e308, -1e308])
     assert _exact_mean([0.0, 0.0]) == 0.0
+    assert _exact_mean([math.inf, 2.0]) == math.inf
+    assert math.isnan(_exact_mean([math.inf, -math.inf]))  # as statistics.mean: undefined
+
+
+class _Signed(RagMetric):
+    name: ClassVar[str] = "signed_infinity"
+
+    def score(self, sample: RagSample) -> float | None:
+        return math.inf if sample.response == "Paris" else -math.inf
+
+
+def test_infinite_scores_of_both_signs_average_to_nan_not_a_crash() -> None:
+    report = evaluate_rag(SEED_SAMPLES, metrics=[_Signed()])
+    assert math.isnan(report.metrics["signed_infinity"])
+    assert report.coverage == {"signed_infinity": 2}
 
 
 @settings(max_examples=200, deadline=None)
@@ -369,3 +386,66 @@ def test_sample_store_evaluate() -> None:
     store = SampleStore()
     store.extend(RagSample.model_validate(s) for s in SEED_SAMPLES)
     assert store.evaluate(metrics=["exact_match"]).metrics == {"exact_match": 0.5}
+
+
+# --------------------------------------------------------------------------- character level
+
+
+def _cg_scores(gold: tuple[int, int], chunk: tuple[int, int]) -> tuple[float, float, float]:
+    item = cg.EvalItem(id="q", question="q?", gold=(cg.GoldSpan(cg.Span("doc1", *gold)),))
+    chunks = [cg.Chunk(id="c", span=cg.Span("doc1", *chunk), text="")]
+    return (
+        cg.character_recall(item, chunks),
+        cg.character_precision(item, chunks),
+        cg.character_f1(item, chunks),
+    )
+
+
+def test_character_metrics_reported_by_default_when_samples_carry_spans() -> None:
+    def spans(gold: tuple[int, int], chunk: tuple[int, int]) -> dict[str, Any]:
+        return {
+            "gold_spans": [{"span": {"doc_id": "doc1", "start": gold[0], "end": gold[1]}}],
+            "retrieved_spans": [{"doc_id": "doc1", "start": chunk[0], "end": chunk[1]}],
+        }
+
+    samples = [
+        {"id": "big", "response": "x", "retrieved_contexts": ["x"], **spans((100, 270), (0, 2000))},
+        {"id": "small", **spans((100, 270), (100, 270))},
+        {"id": "none", "response": "x", "retrieved_contexts": ["x"]},
+    ]
+    report = evaluate_rag(samples)
+    big, small = _cg_scores((100, 270), (0, 2000)), _cg_scores((100, 270), (100, 270))
+    assert big[:2] == (1.0, 0.085) and small == (1.0, 1.0, 1.0)  # seed 004's numbers
+    for i, key in enumerate(("character_recall", "character_precision", "character_f1")):
+        assert report.coverage[key] == 2
+        assert report.metrics[key] == pytest.approx(statistics.mean([big[i], small[i]]))
+        assert report.per_sample["big"][key] == pytest.approx(big[i])
+        assert report.per_sample["none"][key] is None
+    # without spans the defaults say nothing about them
+    plain = evaluate_rag([samples[2]])
+    assert not any(k.startswith("character") for k in plain.metrics)
+    assert not any(k.startswith("character") for k in plain.extra.get("not_computed", {}))
+    # asked for by name on samples without spans: refused, naming the fields
+    with pytest.raises(InvalidInputError, match="character_f1 needs gold_spans, retrieved_spans"):
+        evaluate_rag([samples[2]], metrics=["character_f1"])
+
+
+def test_character_metrics_match_contextgrid_through_evaluate_rag() -> None:
+    pairs = [((100, 200), (80, 150)), ((0, 50), (60, 90)), ((10, 20), (0, 1000)), ((5, 9), (5, 9))]
+    samples = [
+        coerce_sample(
+            {
+                "id": f"s{i}",
+                "gold_spans": [{"span": {"doc_id": "doc1", "start": g[0], "end": g[1]}}],
+                "retrieved_spans": [{"doc_id": "doc1", "start": c[0], "end": c[1]}],
+            }
+        )
+        for i, (g, c) in enumerate(pairs)
+    ]
+    report = evaluate_rag(samples, metrics=["character_recall", "character_precision"])
+    for i, (g, c) in enumerate(pairs):
+        recall, precision, _ = _cg_scores(g, c)
+        assert report.per_sample[f"s{i}"] == {
+            "character_recall": recall,
+            "character_precision": precision,
+        }

@@ -192,3 +192,13 @@ def test_repr(tmp_path: Path) -> None:
     reader = read_jsonl(path, skip_errors=True)
     assert isinstance(reader, JsonlReader)
     assert repr(reader) == f"JsonlReader({str(path)!r}, skip_errors=True)"
+
+
+def test_lone_surrogates_round_trip(tmp_path: Path) -> None:
+    # a str may hold a lone surrogate (from JSON's "\ud800"); UTF-8 cannot encode it
+    path = tmp_path / "surrogates.jsonl"
+    samples = [RagSample(id="s\ud800", response="caf\u00e9 \udc00", retrieved_contexts=["x"])]
+    assert write_jsonl([*samples, RagSample(id="plain", response="caf\u00e9")], path) == 2
+    lines = path.read_bytes().splitlines()
+    assert b"\\ud800" in lines[0] and "caf\u00e9".encode() in lines[1]  # others stay UTF-8
+    assert next(iter(read_jsonl(path))) == samples[0]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +15,8 @@ from ragmeter.metrics.base import RAG_METRICS
 from ragmeter.metrics.faithfulness import ClaimFaithfulness, extract_claims, faithfulness
 from ragmeter.schema import RagSample
 from ragmeter.text import STOPWORDS
+
+FinishesWithin = Callable[[int], AbstractContextManager[None]]
 
 _RAG_EVAL_STOPWORDS_TEXT = "the a an is are was were of to and or in on for with it this"
 RAG_EVAL_STOPWORDS = _RAG_EVAL_STOPWORDS_TEXT.split()
@@ -232,5 +237,18 @@ def test_word_haystack_holds_exactly_the_word_tokens(text: str) -> None:
     from ragmeter.text import _word_haystack, word_tokens
 
     hay = _word_haystack(text)
-    assert hay.startswith(b" ") and hay.endswith(b" ")
-    assert [t.decode() for t in hay.split()] == word_tokens(text)
+    assert hay.startswith(" ") and hay.endswith(" ")
+    assert [t for t in hay.split(" ") if t] == word_tokens(text)  # tokens hold no " "
+
+
+@pytest.mark.parametrize("run", ["!", ".", "?", "\u2026", "Mr."])
+def test_long_runs_of_sentence_ends_split_in_linear_time(
+    run: str, finishes_within: FinishesWithin
+) -> None:
+    # a run of sentence ends glued to a word is no sentence end: one claim, quickly
+    answer = "Paris " + run * 200_000 + "x is big"
+    with finishes_within(30):
+        claims = extract_claims(answer)
+        score, _, unsupported = faithfulness(answer, ["Paris is big"])
+    assert len(claims) == 1 and claims[0].endswith("x is big")
+    assert score == 0.0 and unsupported == claims

@@ -228,6 +228,37 @@ def test_rag_metrics_are_registered_and_score_samples() -> None:
     assert not g.applies_to(RagSample(retrieved_contexts=["x"]))
 
 
+@pytest.mark.parametrize("answer", ["Refunds are available within 30 days.", "I don't know."])
+@pytest.mark.parametrize("gold", [(), ((0, 46, 2),), ((0, 46, 0),)])
+@pytest.mark.parametrize("retrieved", ["nothing", "contexts", "spans"])
+def test_abstention_correct_metric_matches_contextgrid(
+    answer: str, gold: tuple[tuple[int, int, int], ...], retrieved: str
+) -> None:
+    metric = RAG_METRICS["abstention_correct"]
+    assert metric.needs == {"response", "gold_spans"} and metric.higher_is_better
+    sample = RagSample(
+        response=answer,
+        gold_spans=[GoldSpan(Span("refund.md", a, b), g) for a, b, g in gold],
+        retrieved_contexts=[TEXT] if retrieved == "contexts" else [],
+        retrieved_spans=[Span("refund.md", 0, 46)] if retrieved == "spans" else None,
+    )
+    item = cg.EvalItem(
+        id="q1",
+        question="Refund window?",
+        gold=tuple(cg.GoldSpan(cg.Span("refund.md", a, b), g) for a, b, g in gold),
+    )
+    chunks = () if retrieved == "nothing" else (CG_CHUNK,)
+    context = cg.AssembledContext(text=TEXT if chunks else "", chunks=chunks, tokens=0)
+    expected = cg.score_answer(item, cg.Answer(text=answer), context).abstention_correct
+    assert metric.score(sample) == float(expected)
+
+
+def test_abstention_correct_skips_samples_without_gold_spans() -> None:
+    metric = RAG_METRICS["abstention_correct"]
+    assert metric.score(RagSample(response="I don't know.", retrieved_contexts=["x"])) is None
+    assert metric.score(RagSample(response="", gold_spans=[])) is None
+
+
 # -- validation errors ----------------------------------------------------------------------------
 
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import string
+import tracemalloc
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from ef import evaluation as ef
@@ -14,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragmeter.errors import InvalidInputError
+from ragmeter.evaluation.rag import evaluate_rag
+from ragmeter.metrics import lexical
 from ragmeter.metrics.base import RAG_METRICS
 from ragmeter.metrics.lexical import (
     context_precision,
@@ -22,7 +29,10 @@ from ragmeter.metrics.lexical import (
     token_f1,
 )
 from ragmeter.schema import RagSample
-from ragmeter.text import answer_token_set, answer_tokens, normalize_answer
+from ragmeter.spans import Span
+from ragmeter.text import answer_token_set, answer_tokens, clear_caches, normalize_answer
+
+FinishesWithin = Callable[[int], AbstractContextManager[None]]
 
 # --------------------------------------------------------------------------- the oracle
 # The official SQuAD v1.1 evaluation logic, written out independently from its published
@@ -248,6 +258,36 @@ def test_list_of_references_is_the_max(response: str, refs: list[str], contexts:
     assert token_f1(response, refs[:1]) == token_f1(response, refs[0])
 
 
+def test_token_f1_on_very_long_texts_is_linear_and_exact(finishes_within: FinishesWithin) -> None:
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(20_000)]
+    a = " ".join(rng.choice(vocabulary) for _ in range(100_000))
+    b = " ".join(rng.choice(vocabulary) for _ in range(100_000))
+    with finishes_within(30):
+        value = token_f1(a, b)
+    assert value == squad_f1(a, b) == ef.token_f1(a, b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts, texts)
+def test_token_f1_long_text_path_equals_the_short_one(prediction: str, truth: str) -> None:
+    short = token_f1(prediction, truth)
+    with patch.object(lexical, "_COUNT_LIMIT", -1):  # always count with Counter
+        assert token_f1(prediction, truth) == short
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.text(st.characters(categories=["Cs", "Ll", "Zs"]) | st.sampled_from([".", "a"])),
+    st.lists(st.text(st.characters(categories=["Cs", "Ll", "Zs"]), max_size=10), max_size=3),
+)
+def test_lone_surrogates_are_text_like_any_other(reference: str, contexts: list[str]) -> None:
+    # JSON may carry "\ud800"; Python strs hold it, and ef scores it as a normal character
+    assert context_recall(reference, contexts) == ef.context_recall(reference, contexts)
+    assert context_precision(reference, contexts) == ef.context_precision(reference, contexts)
+    assert token_f1(reference, " ".join(contexts)) == ef.token_f1(reference, " ".join(contexts))
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -301,6 +341,8 @@ def test_registered_metric_objects() -> None:
     # deliberate difference from ef, which looks at retrieved_contexts only
     assert rate.score(RagSample(retrieved_ids=["d1"])) == 1.0
     assert rate.score(RagSample(retrieved=["chunk"])) == 1.0
+    assert rate.score(RagSample(retrieved_spans=[Span("doc1", 0, 5)])) == 1.0
+    assert rate.score(RagSample(retrieved_spans=[])) == 0.0
 
 
 @settings(max_examples=300, deadline=None)
@@ -310,6 +352,33 @@ def test_passage_haystack_holds_exactly_the_normalised_tokens(text: str) -> None
     from ragmeter.text import _passage
 
     hay = _passage(text)
-    assert hay.startswith(b" ") and hay.endswith(b" ")
-    tokens = {t.decode() for t in hay.split()} - {"a", "an", "the"}
+    assert hay.startswith(" ") and hay.endswith(" ")
+    tokens = {t for t in hay.split(" ") if t} - {"a", "an", "the"}  # tokens hold no " "
     assert tokens == set(squad_normalize(text).split())
+
+
+def test_memory_retained_after_scoring_long_texts_is_bounded() -> None:
+    # memo caches keep short texts only: a stream of long passages must not pile up
+    rng = random.Random(3)
+    vocabulary = [f"w{i}" for i in range(5000)]
+
+    def samples() -> Iterator[dict[str, object]]:
+        for i in range(25):
+            long_text = " ".join(rng.choice(vocabulary) for _ in range(6000))  # ~35 kB
+            yield {
+                "id": str(i),
+                "response": long_text,
+                "reference": long_text,
+                "retrieved_contexts": [long_text + " a", long_text + " b"],
+            }
+
+    clear_caches()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        report = evaluate_rag(samples(), metrics=["exact_match", "token_f1", "context_recall"])
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert report.metrics == {"exact_match": 1.0, "token_f1": 1.0, "context_recall": 1.0}
+    assert retained < 2_000_000, f"{retained} bytes kept after scoring ~3.5 MB of text"

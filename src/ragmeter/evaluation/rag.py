@@ -13,7 +13,8 @@ Rules (seed 000's ``evaluate_rag`` and seed 003's metric contract):
 * a metric **explicitly requested** that no sample can satisfy is refused with an
   :class:`~ragmeter.errors.InvalidInputError` saying which field is missing, instead of a
   number that means nothing. With ``metrics=None`` such a metric is simply left out, and
-  ``report.extra["not_computed"]`` says why;
+  ``report.extra["not_computed"]`` says why (the character-level :data:`SPAN_METRICS`, which
+  only span-labelled data can have, are left out without a note);
 * an unknown metric name raises :class:`~ragmeter.errors.UnknownMetricError`, no samples
   raises :class:`~ragmeter.errors.InvalidInputError` (both are ``ValueError``);
 * a sample id seen before is reported under ``"<id>#2"``, ``"<id>#3"``... (with a warning);
@@ -23,7 +24,6 @@ Rules (seed 000's ``evaluate_rag`` and seed 003's metric contract):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +31,9 @@ from fractions import Fraction
 from typing import Any
 
 from ragmeter.errors import InvalidInputError, RagmeterError, check_k
+from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
+from ragmeter.metrics import grounding as _grounding
 from ragmeter.metrics import lexical as _lexical
 from ragmeter.metrics import operational as _operational
 from ragmeter.metrics import sample_retrieval as _sample_retrieval
@@ -39,14 +41,7 @@ from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
 from ragmeter.schema import RagSample, SampleLike, coerce_sample
 
-# groundedness / abstention and character-level span metrics (seed 004) register
-# themselves at import; tolerated missing while they land separately.
-with contextlib.suppress(ImportError):
-    from ragmeter.metrics import grounding as _grounding  # noqa: F401
-with contextlib.suppress(ImportError):
-    from ragmeter.metrics import character as _character  # noqa: F401
-
-__all__ = ["DEFAULT_METRICS", "SEED_METRICS", "evaluate_rag"]
+__all__ = ["DEFAULT_METRICS", "SEED_METRICS", "SPAN_METRICS", "evaluate_rag"]
 
 SEED_METRICS: tuple[str, ...] = (
     "exact_match",
@@ -60,6 +55,10 @@ SEED_METRICS: tuple[str, ...] = (
 DEFAULT_METRICS: tuple[str, ...] = (*SEED_METRICS, "faithfulness", "precision")
 """What ``metrics=None`` tries: the seed five, claim faithfulness and ``precision@k`` (what
 rag-eval reports); each is computed when at least one sample can be scored on it."""
+
+SPAN_METRICS: tuple[str, ...] = ("character_recall", "character_precision", "character_f1")
+"""Seed 004's character-level scores: with ``metrics=None`` they are added when some sample
+carries ``gold_spans`` and ``retrieved_spans``, and left out without a note otherwise."""
 
 _SampleRetrieval = _sample_retrieval.SampleRetrievalMetric
 _CostUSD = _operational.CostUSD
@@ -107,7 +106,7 @@ def _exact_mean(values: Sequence[float]) -> float:
             rest.append(-t)
         else:  # pragma: no cover - a finite float sum needs at most ~40 terms
             return float(statistics.mean(values))
-    except OverflowError:  # an intermediate sum beyond the float range
+    except (OverflowError, ValueError):  # a sum beyond the float range, or inf - inf
         return float(statistics.mean(values))
     if not terms:
         return 0.0
@@ -123,7 +122,7 @@ def _resolve(
 ) -> tuple[list[RagMetric], bool]:
     explicit = metrics is not None
     if metrics is None:
-        requested: Sequence[str | RagMetric] = DEFAULT_METRICS
+        requested: Sequence[str | RagMetric] = (*DEFAULT_METRICS, *SPAN_METRICS)
     elif isinstance(metrics, (str, RagMetric)):
         requested = [metrics]
     else:
@@ -251,7 +250,8 @@ def evaluate_rag(
     ``latency_ms``, ``total_tokens``, ``cost_usd``, the retrieval names ``ndcg``,
     ``recall``, ``precision``, ``mrr``, ``map``, ``hit_rate`` -- reported as
     ``"precision@5"`` with cut-off ``k`` -- and more) or :class:`RagMetric` objects.
-    ``None`` tries :data:`DEFAULT_METRICS`. LLM-judged metrics
+    ``None`` tries :data:`DEFAULT_METRICS`, plus the character-level :data:`SPAN_METRICS`
+    when samples carry ``gold_spans`` and ``retrieved_spans``. LLM-judged metrics
     (:class:`ragmeter.judge.Faithfulness`, ``AnswerRelevancy``, ``Correctness``) may be
     mixed in; they are run by :mod:`ragmeter.evaluation.judged` with ``judge_cache`` (a
     path, a :class:`~ragmeter.judge.JudgeCache`, ``"default"`` = the user cache dir, or
@@ -336,9 +336,10 @@ def evaluate_rag(
     n_dup = 0
     blank = dict.fromkeys([_key(m) for m in resolved])
     collected: dict[str, list[float]] = {key: [] for key in blank}
+    active = [(key, score, m.name, collected[key].append) for key, score, m in scored]
 
     for index, item in enumerate(samples):
-        sample = coerce_sample(item, index=index)
+        sample = item if type(item) is RagSample else coerce_sample(item, index=index)
         sid = sample.id
         if sid in rows:
             n_dup += 1
@@ -356,12 +357,11 @@ def evaluate_rag(
                 for group in groups:
                     if not group.isdisjoint(present):
                         pending.difference_update(group - needed)
-        for key, score, metric in scored:
-            if key in failed:
-                continue
+        for entry in active:
+            key, score, name, append = entry
             try:
                 value, detail = score(sample)
-                if value is not None:
+                if value is not None and (type(value) is not float or value != value):
                     value = float(value)
                     if value != value:
                         raise ValueError("returned NaN")
@@ -372,12 +372,13 @@ def evaluate_rag(
                     f"the {key!r} metric raised {exc!r} on sample {index} (id {sample.id!r}) "
                     "and was left out of the results rather than silently scoring zero"
                 )
+                active = [e for e in active if e is not entry]  # the loop keeps the old list
                 continue
             if value is not None:
                 row[key] = value
-                collected[key].append(value)
+                append(value)
                 if detail is not None:
-                    details.setdefault(sid, {})[metric.name] = detail
+                    details.setdefault(sid, {})[name] = detail
         if retrieval:
             ranking = _sample_retrieval.sample_ranking(sample)
             if ranking is not None:
@@ -408,6 +409,7 @@ def evaluate_rag(
     values = {key: vals for key, vals in collected.items() if key not in failed}
 
     not_computed: dict[str, str] = {}
+    silent: set[str] = set()
     for m in resolved:
         key = _key(m)
         if key in failed:
@@ -423,9 +425,12 @@ def evaluate_rag(
             reason = _reason(m, present, n, True)
         if explicit:
             raise InvalidInputError(reason)
+        if key in SPAN_METRICS and not values[key]:
+            silent.add(key)  # an opt-in default: no note for runs without spans
+            continue
         not_computed[key] = reason
 
-    dropped = set(failed) | set(not_computed)
+    dropped = set(failed) | set(not_computed) | silent
     if dropped:
         for row in rows.values():
             for key in dropped:
@@ -459,4 +464,11 @@ def evaluate_rag(
 
 
 # Keep the registering imports referenced (they register metrics at import).
-_REGISTERING_MODULES = (_lexical, _faithfulness, _operational, _sample_retrieval)
+_REGISTERING_MODULES = (
+    _lexical,
+    _faithfulness,
+    _operational,
+    _sample_retrieval,
+    _grounding,
+    _character,
+)

@@ -144,7 +144,11 @@ def write_jsonl(samples: Iterable[SampleLike], path: PathLike) -> int:
                     f"sample {index} (id {sample.id!r}) cannot be written as JSON: {exc}. "
                     "Convert NaN/infinite numbers and non-JSON metadata values first"
                 ) from None
-            fh.write(line.encode("utf-8"))
+            try:
+                raw = line.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: a JSON \uXXXX escape keeps it
+                raw = json.dumps(_record(sample), allow_nan=False).encode("ascii")
+            fh.write(raw)
             fh.write(b"\n")
             count += 1
     return count

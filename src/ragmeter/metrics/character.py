@@ -12,6 +12,7 @@ or has no gold span of grade > 0 -- like a query with no relevant document in
 ``evaluate_run``, there is nothing to find, so it is left out of the mean rather than
 scored 0. A sample with gold and ``retrieved_spans == []`` scores 0.0.
 
+>>> from ragmeter.metrics.base import RAG_METRICS
 >>> from ragmeter.schema import RagSample
 >>> from ragmeter.spans import GoldSpan, Span
 >>> s = RagSample(gold_spans=[GoldSpan(Span("doc1", 100, 270))],
@@ -22,7 +23,8 @@ scored 0. A sample with gold and ``retrieved_spans == []`` scores 0.0.
 
 from __future__ import annotations
 
-from ragmeter.metrics.base import RAG_METRICS, RagMetric
+from ragmeter.metrics.base import RagMetric
+from ragmeter.metrics.lexical import _register
 from ragmeter.schema import RagSample
 from ragmeter.spans import _f1, _recall_precision
 
@@ -76,6 +78,5 @@ class CharacterF1(_CharacterMetric):
         return None if pair is None else _f1(*pair)
 
 
-RAG_METRICS.register(CharacterRecall)
-RAG_METRICS.register(CharacterPrecision)
-RAG_METRICS.register(CharacterF1)
+for _metric in (CharacterRecall(), CharacterPrecision(), CharacterF1()):
+    _register(_metric)

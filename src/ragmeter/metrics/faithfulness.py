@@ -63,7 +63,7 @@ from ragmeter.errors import InvalidInputError
 from ragmeter.metrics.base import RagMetric
 from ragmeter.metrics.lexical import _check_contexts, _check_text, _register
 from ragmeter.schema import RagSample
-from ragmeter.text import STOPWORDS, _ascii_words, _word_haystack, word_tokens
+from ragmeter.text import STOPWORDS, _word_haystack, word_tokens
 
 __all__ = [
     "SUPPORT_THRESHOLD",
@@ -75,14 +75,17 @@ __all__ = [
 SUPPORT_THRESHOLD: float = 0.8
 """Share of a claim's distinct content words that must occur in the contexts."""
 
-_STOPWORDS_BYTES = frozenset(w.encode("ascii") for w in STOPWORDS)
-
 _ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "vs", "e.g", "i.e", "cf")
 # A lone "." is checked against the abbreviations *after* it matched, so the look-behinds
 # run only at periods (the pattern then starts with a character set, which re scans fast).
 _NOT_ABBREVIATION = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in _ABBREVIATIONS)
+_PERIOD_END = r"\." + _NOT_ABBREVIATION + r"(?<!\b[A-Z]\.)"
 _CLAIM_SPLIT = re.compile(
-    r"(?:[!?\u2026]|\." + _NOT_ABBREVIATION + r"(?<!\b[A-Z]\.))"
+    r"(?:[!?\u2026]|" + _PERIOD_END + ")"
+    # ... unless the character before is itself a sentence end: in a run such as "!!!!x"
+    # the first "!" already failed for every end a later one could reach, and trying each
+    # would make a long run quadratic (a 1 MB run of "!" took hours).
+    r"(?<![!?\u2026].)(?<!" + _PERIOD_END + ".)"
     r"[.!?\u2026]*[\"'\u2019\u201d)\]]*(?=\s|$)"
     r"|[\r\n]"
     r"|;"
@@ -90,23 +93,25 @@ _CLAIM_SPLIT = re.compile(
 )
 
 
-def _split(answer: str) -> Iterable[tuple[str, list[bytes]]]:
-    """``(claim, needles)`` per claim: needles are ``b" word "`` for its distinct content words."""
-    ascii_answer = answer.isascii()
+def _split(answer: str) -> Iterable[tuple[str, list[str]]]:
+    """``(claim, needles)`` per claim: needles are ``" word "`` for its distinct content words."""
     for piece in _CLAIM_SPLIT.split(answer):
         claim = piece.strip()
-        if not claim:
-            continue
-        if ascii_answer:
-            raw = set(_ascii_words(claim.encode("ascii")).split())
-            raw -= _STOPWORDS_BYTES
-            if raw:
-                yield claim, [b" " + w + b" " for w in raw]
-        else:
+        if claim:
             words = set(word_tokens(claim))
             words -= STOPWORDS
             if words:
-                yield claim, [f" {w} ".encode() for w in words]
+                yield claim, [" " + w + " " for w in words]
+
+
+def _check_threshold(threshold: object) -> float:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not 0 < threshold <= 1
+    ):
+        raise InvalidInputError(f"threshold must be a number in (0, 1], got {threshold!r}")
+    return float(threshold)
 
 
 def extract_claims(answer: str) -> list[str]:
@@ -124,10 +129,10 @@ def _faithfulness(
     """The score and claims; ``contexts`` are the contexts joined by spaces."""
     supported: list[str] = []
     unsupported: list[str] = []
-    hay: bytes | None = None
+    hay: str | None = None
     for claim, needles in _split(answer):
         if hay is None:
-            # A space-padded haystack: a word occurs iff b" word " is a substring.
+            # A space-padded haystack: a word occurs iff " word " is a substring.
             hay = _word_haystack(contexts)
         if sum(map(hay.__contains__, needles)) / len(needles) >= threshold:
             supported.append(claim)
@@ -168,13 +173,7 @@ def faithfulness(
     except TypeError:
         _check_contexts(contexts, "contexts")  # names the item that is not a str
         raise
-    if (
-        isinstance(threshold, bool)
-        or not isinstance(threshold, (int, float))
-        or not 0 < threshold <= 1
-    ):
-        raise InvalidInputError(f"threshold must be a number in (0, 1], got {threshold!r}")
-    return _faithfulness(answer, joined, float(threshold))
+    return _faithfulness(answer, joined, _check_threshold(threshold))
 
 
 class ClaimFaithfulness(RagMetric):
@@ -190,13 +189,7 @@ class ClaimFaithfulness(RagMetric):
     needs: ClassVar[frozenset[str]] = frozenset({"response", "retrieved_contexts"})
 
     def __init__(self, *, threshold: float = SUPPORT_THRESHOLD) -> None:
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, (int, float))
-            or not 0 < threshold <= 1
-        ):
-            raise InvalidInputError(f"threshold must be a number in (0, 1], got {threshold!r}")
-        self.threshold = float(threshold)
+        self.threshold = _check_threshold(threshold)
 
     def score_and_detail(self, sample: RagSample) -> tuple[float | None, dict[str, Any] | None]:
         """Score and the claim lists in one pass (what ``evaluate_rag`` calls)."""

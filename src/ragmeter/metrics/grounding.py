@@ -12,9 +12,10 @@ paraphrase or word order ("not 30 days" is as grounded as "30 days").
 * :func:`score_answer` -- one generated :class:`Answer` judged against the
   :class:`AssembledContext` it was given and the gold evidence: an :class:`AnswerScore`.
 
-Two sample-level metrics are registered in :data:`ragmeter.metrics.base.RAG_METRICS` at
-import: ``groundedness`` (needs ``response`` and ``retrieved_contexts``) and ``abstained``
-(needs ``response``; 1.0 when the response declines, else 0.0).
+Three sample-level metrics are registered in :data:`ragmeter.metrics.base.RAG_METRICS` at
+import: ``groundedness`` (needs ``response`` and ``retrieved_contexts``), ``abstained``
+(needs ``response``; 1.0 when the response declines, else 0.0) and ``abstention_correct``
+(needs ``response`` and ``gold_spans``; 1.0 when it declined exactly when it should have).
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ragmeter.errors import InvalidInputError
-from ragmeter.metrics.base import RAG_METRICS, RagMetric
+from ragmeter.metrics.base import RagMetric
+from ragmeter.metrics.lexical import _check_text, _register
 from ragmeter.schema import RagSample
 from ragmeter.spans import Chunk, EvalItem
 
 __all__ = [
     "DEFAULT_ABSTENTION_PHRASES",
     "AbstainedMetric",
+    "AbstentionCorrectMetric",
     "Answer",
     "AnswerScore",
     "AssembledContext",
@@ -80,12 +83,6 @@ collapses runs of whitespace to one space. Pass ``phrases=`` to :func:`is_absten
 
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)}
-
-
-def _check_text(value: object, name: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{name} must be a str, got {type(value).__name__}: {value!r}")
-    return value
 
 
 def groundedness(answer: str, context: str) -> float:
@@ -350,5 +347,27 @@ class AbstainedMetric(RagMetric):
         return 1.0 if is_abstention(sample.response) else 0.0
 
 
-RAG_METRICS.register(GroundednessMetric)
-RAG_METRICS.register(AbstainedMetric)
+class AbstentionCorrectMetric(RagMetric):
+    """``abstention_correct``: 1.0 when ``response`` declined exactly when it should have.
+
+    :attr:`AnswerScore.abstention_correct` on a sample: ``should_have_abstained`` is True when
+    the sample has no resolved gold (``gold_spans == []``, a question deliberately left
+    without evidence) or retrieved nothing (no ``retrieved_contexts`` and no
+    ``retrieved_spans``). Needs ``response`` and ``gold_spans``; its mean is the abstention
+    accuracy, where a correct refusal counts as a success.
+    """
+
+    name = "abstention_correct"
+    needs = frozenset({"response", "gold_spans"})
+    higher_is_better = True
+
+    def score(self, sample: RagSample) -> float | None:
+        if not self.applies_to(sample) or sample.response is None or sample.gold_spans is None:
+            return None
+        retrieved = bool(sample.retrieved_contexts or sample.retrieved_spans)
+        should = not sample.gold_spans or not retrieved
+        return 1.0 if is_abstention(sample.response) == should else 0.0
+
+
+for _metric in (GroundednessMetric(), AbstainedMetric(), AbstentionCorrectMetric()):
+    _register(_metric)

@@ -29,18 +29,20 @@ Conventions (those of ``ef.evaluation``, seed 000, and of the SQuAD script):
   ``context_recall`` and ``context_precision`` 0.0.
 * Several references (``reference`` plus ``references``): the maximum over them.
 * ``non_empty_rate`` counts a sample as non-empty when it has any retrieved context text,
-  id or chunk text (``ef`` looks at ``retrieved_contexts`` only).
+  id, chunk text or chunk span (``ef`` looks at ``retrieved_contexts`` only).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import ClassVar
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.schema import RagSample
-from ragmeter.text import _cached_tokens, _passage, _reference_needles
+from ragmeter.text import _cached_tokens, _passage, _reference_needles, register_memo
 
 __all__ = [
     "ContextPrecision",
@@ -102,6 +104,8 @@ def _check_contexts(value: object, name: str = "retrieved_contexts") -> Sequence
 # --------------------------------------------------------------------------- private kernels
 # Arguments are trusted here: tuples of references, sequences of str.
 
+_COUNT_LIMIT = 4096
+
 
 def _f1(pred: tuple[str, ...], gold: tuple[str, ...]) -> float:
     if not pred or not gold:
@@ -109,50 +113,77 @@ def _f1(pred: tuple[str, ...], gold: tuple[str, ...]) -> float:
     common = set(pred).intersection(gold)
     if not common:
         return 0.0
-    # The multiset overlap (Counter & Counter), counted only for the shared tokens.
-    overlap = sum(min(pred.count(t), gold.count(t)) for t in common)
+    # The multiset overlap (Counter & Counter). For short texts, counting only the shared
+    # tokens is faster; past a few thousand comparisons it would be quadratic.
+    if len(common) * (len(pred) + len(gold)) <= _COUNT_LIMIT:
+        overlap = sum(min(pred.count(t), gold.count(t)) for t in common)
+    else:
+        overlap = (Counter(pred) & Counter(gold)).total()
     precision = overlap / len(pred)
     recall = overlap / len(gold)
     return 2 * precision * recall / (precision + recall)
 
 
-def _exact_match(response: str, references: tuple[str, ...]) -> float:
+@lru_cache(maxsize=4)
+def _answer_scores(response: str, references: tuple[str, ...]) -> tuple[float, float]:
+    """``(exact_match, token_f1)`` together: both metrics of one sample normalise the same
+    texts, so the second one is a memo hit."""
     pred = _cached_tokens(response)
+    best = 0.0
     for ref in references:
-        if _cached_tokens(ref) == pred:
-            return 1.0
-    return 0.0
+        gold = _cached_tokens(ref)
+        if gold == pred:
+            return 1.0, 1.0  # the same tokens (or both empty): F1 is 1 as well
+        best = max(best, _f1(pred, gold))
+    return 0.0, best
+
+
+def _exact_match(response: str, references: tuple[str, ...]) -> float:
+    return _answer_scores(response, references)[0]
 
 
 def _token_f1(response: str, references: tuple[str, ...]) -> float:
-    pred = _cached_tokens(response)
-    if len(references) == 1:
-        return _f1(pred, _cached_tokens(references[0]))
-    return max(_f1(pred, _cached_tokens(ref)) for ref in references)
+    return _answer_scores(response, references)[1]
+
+
+@lru_cache(maxsize=4)
+def _context_scores(references: tuple[str, ...], contexts: tuple[str, ...]) -> tuple[float, float]:
+    """``(context_recall, context_precision)`` together: both metrics of one sample search
+    the same haystacks for the same tokens, so the second one is a memo hit."""
+    if not contexts:
+        return 0.0, 0.0
+    hays = list(map(_passage, contexts))
+    # Haystacks are space-padded, so concatenating them keeps every token whole, and a
+    # token occurs in the concatenation iff it occurs in one of them.
+    hay = "".join(hays)
+    recall = precision = 0.0
+    for ref in references:
+        needles = _reference_needles(ref)
+        if not needles:
+            continue
+        found = list(filter(hay.__contains__, needles))
+        if not found:
+            continue
+        recall = max(recall, len(found) / len(needles))
+        if len(hays) == 1:
+            precision = 1.0
+        elif precision < 1.0:
+            # Only tokens found somewhere can make a context useful.
+            useful = sum(1 for h in hays if any(map(h.__contains__, found)))
+            precision = max(precision, useful / len(hays))
+    return recall, precision
 
 
 def _context_recall(references: tuple[str, ...], contexts: Sequence[str]) -> float:
-    # Haystacks are space-padded, so concatenating them keeps every token whole.
-    hay = b"".join(map(_passage, contexts))
-    best = 0.0
-    for ref in references:
-        needles = _reference_needles(ref)
-        if needles:
-            best = max(best, sum(map(hay.__contains__, needles)) / len(needles))
-    return best
+    return _context_scores(references, tuple(contexts))[0]
 
 
 def _context_precision(references: tuple[str, ...], contexts: Sequence[str]) -> float:
-    if not contexts:
-        return 0.0
-    hays = [_passage(c) for c in contexts]
-    best = 0.0
-    for ref in references:
-        needles = _reference_needles(ref)
-        if needles:
-            useful = sum(1 for h in hays if any(map(h.__contains__, needles)))
-            best = max(best, useful / len(contexts))
-    return best
+    return _context_scores(references, tuple(contexts))[1]
+
+
+register_memo(_answer_scores)
+register_memo(_context_scores)
 
 
 # --------------------------------------------------------------------------- public functions
@@ -260,7 +291,7 @@ class ExactMatch(_ReferenceMetric):
     uses: ClassVar[frozenset[str]] = frozenset({"response"})
 
     def _kernel(self, sample: RagSample, references: tuple[str, ...]) -> float:
-        return _exact_match(sample.response or "", references)
+        return _answer_scores(sample.response or "", references)[0]
 
 
 class TokenF1(_ReferenceMetric):
@@ -270,7 +301,7 @@ class TokenF1(_ReferenceMetric):
     uses: ClassVar[frozenset[str]] = frozenset({"response"})
 
     def _kernel(self, sample: RagSample, references: tuple[str, ...]) -> float:
-        return _token_f1(sample.response or "", references)
+        return _answer_scores(sample.response or "", references)[1]
 
 
 class ContextRecall(_ReferenceMetric):
@@ -280,7 +311,7 @@ class ContextRecall(_ReferenceMetric):
     uses: ClassVar[frozenset[str]] = frozenset({"retrieved_contexts"})
 
     def _kernel(self, sample: RagSample, references: tuple[str, ...]) -> float:
-        return _context_recall(references, sample.retrieved_contexts or ())
+        return _context_scores(references, tuple(sample.retrieved_contexts or ()))[0]
 
 
 class ContextPrecision(_ReferenceMetric):
@@ -290,11 +321,12 @@ class ContextPrecision(_ReferenceMetric):
     uses: ClassVar[frozenset[str]] = frozenset({"retrieved_contexts"})
 
     def _kernel(self, sample: RagSample, references: tuple[str, ...]) -> float:
-        return _context_precision(references, sample.retrieved_contexts or ())
+        return _context_scores(references, tuple(sample.retrieved_contexts or ()))[1]
 
 
 class NonEmptyRate(RagMetric):
-    """1.0 when the sample retrieved anything (context texts, ids or chunk texts), else 0.0.
+    """1.0 when the sample retrieved anything (context texts, ids, chunk texts or chunk
+    spans), else 0.0.
 
     Averaged over samples, the share of queries for which retrieval returned something.
     Every sample is scored; at least one sample of a run must record its retrieval.
@@ -303,12 +335,17 @@ class NonEmptyRate(RagMetric):
     name: ClassVar[str] = "non_empty_rate"
     needs: ClassVar[frozenset[str]] = frozenset()
     uses: ClassVar[frozenset[str]] = frozenset(
-        {"retrieved_contexts", "retrieved_ids", "retrieved_texts"}
+        {"retrieved_contexts", "retrieved_ids", "retrieved_texts", "retrieved_spans"}
     )
 
     def score_and_detail(self, sample: RagSample) -> tuple[float | None, None]:
         """The score and no detail (what ``evaluate_rag`` calls)."""
-        hit = sample.retrieved_contexts or sample.retrieved_ids or sample.retrieved_texts
+        hit = (
+            sample.retrieved_contexts
+            or sample.retrieved_ids
+            or sample.retrieved_texts
+            or sample.retrieved_spans
+        )
         return (1.0 if hit else 0.0), None
 
     def score(self, sample: RagSample) -> float | None:
