@@ -164,6 +164,14 @@ def test_every_default_phrase_is_detected() -> None:
         assert is_abstention(f"Well, {phrase.upper()}, sorry.")
 
 
+def test_abstention_phrases_differ_from_contextgrid_only_by_being_broader() -> None:
+    # documented difference: ragmeter detects every contextgrid refusal, and some more
+    for phrase in ("i don't know", "not enough information", "passages do not"):
+        assert is_abstention(phrase) and cg.Answer(text=phrase).is_abstention
+    for text in ("I'm not sure.", "I can\u2019t answer that.", "The documents do not say."):
+        assert is_abstention(text) and not cg.Answer(text=text).is_abstention
+
+
 def test_groundedness_examples() -> None:
     assert groundedness("Refunds are available within 30 days.", TEXT) == 1.0
     assert groundedness("Paris, obviously", "The capital of France is Paris.") == 0.5
