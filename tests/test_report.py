@@ -119,7 +119,10 @@ def test_conventions_are_recorded() -> None:
     assert from_list.conventions.duplicates == "rejected"
     assert "P@k divides by k" in from_list.conventions.cutoff
     assert from_list.conventions.ragmeter_version == __version__
-    assert evaluate_run(qrels, load_cranfield_bm25_run()).conventions.ties == TREC_ORDERING
+    cranfield_qrels = load_cranfield()[2]
+    assert (
+        evaluate_run(cranfield_qrels, load_cranfield_bm25_run()).conventions.ties == TREC_ORDERING
+    )
 
 
 def test_dict_and_json_round_trip(cranfield_report: RetrievalEvalReport) -> None:

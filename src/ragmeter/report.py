@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from ragmeter._version import __version__
-from ragmeter.errors import MissingDependencyError
+from ragmeter.errors import InvalidInputError, MissingDependencyError
 
 __all__ = [
     "Conventions",
@@ -65,14 +65,21 @@ class DistributionSummary:
         n = len(values)
         if n == 0:
             return cls(0, missing, 0.0, 0.0, 0.0, 0.0, 0.0, {f"p{p}": 0.0 for p in PERCENTILES})
-        mean = math.fsum(values) / n
-        var = math.fsum((v - mean) ** 2 for v in values) / n
+        try:
+            mean = math.fsum(values) / n
+            std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
+        except OverflowError:  # huge values (a latency of 1e308 ms): scale them first
+            scale = max(abs(values[0]), abs(values[-1]))
+            scaled = [v / scale for v in values]
+            mean_scaled = math.fsum(scaled) / n
+            mean = mean_scaled * scale
+            std = math.sqrt(math.fsum((v - mean_scaled) ** 2 for v in scaled) / n) * scale
         return cls(
             count=n,
             missing=missing,
             mean=mean,
             median=_quantile(values, 0.5),
-            std=math.sqrt(var),
+            std=std,
             min=values[0],
             max=values[-1],
             percentiles={f"p{p}": _quantile(values, p / 100) for p in PERCENTILES},
@@ -88,7 +95,11 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+    low, high = sorted_values[lo], sorted_values[hi]
+    value = low + (high - low) * frac
+    if math.isfinite(value):
+        return value
+    return low * (1 - frac) + high * frac  # high - low overflowed (values near +-1.8e308)
 
 
 @dataclass(frozen=True)
@@ -107,8 +118,10 @@ class Conventions:
     )
     averaging: str = (
         "mean over queries with >= 1 relevant judgement; a judged query missing from the "
-        "run scores 0; runs for unjudged queries are ignored"
+        "run scores 0 and counts in the mean (= trec_eval -c)"
     )
+    """Which queries the means are over (``missing_queries="zero"`` or ``"skip"``); runs
+    for unjudged queries are always ignored."""
     ragmeter_version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,6 +163,17 @@ def _split_key(key: str) -> tuple[str, int | None]:
     return m.group("name"), int(k) if k is not None else None
 
 
+def _finite(value: Any, where: str) -> float:
+    """``value`` as a finite float, or :class:`InvalidInputError` naming ``where``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise InvalidInputError(f"report {where} must be a finite number, got {value!r}")
+    return number
+
+
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.4f}"
 
@@ -164,8 +188,13 @@ class _ReportBase:
         raise NotImplementedError
 
     def to_json(self, **kwargs: Any) -> str:
-        """The report as a JSON string (``kwargs`` go to :func:`json.dumps`)."""
+        """The report as a JSON string (``kwargs`` go to :func:`json.dumps`).
+
+        Always standard JSON: a report holds no NaN or infinity (the drivers refuse them),
+        and ``allow_nan=False`` makes sure of it.
+        """
         kwargs.setdefault("indent", 2)
+        kwargs.setdefault("allow_nan", False)
         return json.dumps(self.to_dict(), **kwargs)
 
     def to_markdown(self) -> str:
@@ -194,8 +223,12 @@ class RetrievalEvalReport(_ReportBase):
 
     ``metrics`` maps a result key (``"ndcg@10"``, and uncut ``"map"``/``"mrr"``) to its mean
     over every scored query; ``per_query`` keeps ``{query_id: {key: score}}`` for drill-down;
-    ``n_queries`` is how many queries were scored (those with at least one relevant
-    judgement); ``conventions`` records how the numbers were computed.
+    ``n_queries`` is how many queries were averaged (those with at least one relevant
+    judgement, less the ones missing from the run under ``missing_queries="skip"``);
+    ``missing_queries`` lists the judged queries that had no ranking in the run (scored 0
+    under ``"zero"``, left out under ``"skip"``; a warning counts them too);
+    ``conventions`` records how the numbers were computed; ``extra`` holds anything else a
+    driver or adapter reports (JSON-ready, e.g. failed captured runs).
 
     >>> report = RetrievalEvalReport(
     ...     metrics={'ndcg@10': 0.83}, per_query={}, n_queries=12, k_values=(10,))
@@ -209,6 +242,13 @@ class RetrievalEvalReport(_ReportBase):
     k_values: tuple[int, ...]
     conventions: Conventions = field(default_factory=Conventions)
     warnings: list[str] = field(default_factory=list)
+    missing_queries: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_missing(self) -> int:
+        """How many judged queries had no ranking in the run (see ``missing_queries``)."""
+        return len(self.missing_queries)
 
     @property
     def primary(self) -> float | None:
@@ -221,9 +261,16 @@ class RetrievalEvalReport(_ReportBase):
 
     @cached_property
     def summaries(self) -> dict[str, DistributionSummary]:
-        """A :class:`DistributionSummary` per metric key over the scored queries."""
+        """A :class:`DistributionSummary` per metric key over the scored queries.
+
+        A judged query left out of the mean because the run has no ranking for it
+        (``missing_queries="skip"``) counts as ``missing``.
+        """
+        absent = sum(q not in self.per_query for q in self.missing_queries)
         return {
-            key: DistributionSummary.of([row.get(key) for row in self.per_query.values()])
+            key: DistributionSummary.of(
+                [row.get(key) for row in self.per_query.values()] + [None] * absent
+            )
             for key in self.metrics
         }
 
@@ -250,6 +297,8 @@ class RetrievalEvalReport(_ReportBase):
             "per_query": self.per_query,
             "conventions": self.conventions.to_dict(),
             "warnings": list(self.warnings),
+            "missing_queries": list(self.missing_queries),
+            "extra": dict(self.extra),
         }
 
     @classmethod
@@ -258,15 +307,17 @@ class RetrievalEvalReport(_ReportBase):
         known = set(Conventions.__dataclass_fields__)
         conv = {k: v for k, v in (data.get("conventions") or {}).items() if k in known}
         return cls(
-            metrics={str(k): float(v) for k, v in data["metrics"].items()},
+            metrics={str(k): _finite(v, f"metrics[{k!r}]") for k, v in data["metrics"].items()},
             per_query={
-                str(q): {str(k): float(v) for k, v in row.items()}
+                str(q): {str(k): _finite(v, f"per_query[{q!r}][{k!r}]") for k, v in row.items()}
                 for q, row in (data.get("per_query") or {}).items()
             },
             n_queries=int(data["n_queries"]),
             k_values=tuple(int(k) for k in data.get("k_values", ())),
             conventions=Conventions(**conv),
             warnings=list(data.get("warnings", [])),
+            missing_queries=[str(q) for q in data.get("missing_queries", [])],
+            extra=dict(data.get("extra", {})),
         )
 
     def to_pandas(self) -> Any:
@@ -397,11 +448,14 @@ class RagEvalReport(_ReportBase):
     def from_dict(cls, data: Mapping[str, Any]) -> RagEvalReport:
         """Rebuild a report from :meth:`to_dict` output."""
         return cls(
-            metrics={str(k): float(v) for k, v in data["metrics"].items()},
+            metrics={str(k): _finite(v, f"metrics[{k!r}]") for k, v in data["metrics"].items()},
             coverage={str(k): int(v) for k, v in data.get("coverage", {}).items()},
             n_samples=int(data["n_samples"]),
             per_sample={
-                str(s): {str(k): (None if v is None else float(v)) for k, v in row.items()}
+                str(s): {
+                    str(k): (None if v is None else _finite(v, f"per_sample[{s!r}][{k!r}]"))
+                    for k, v in row.items()
+                }
                 for s, row in (data.get("per_sample") or {}).items()
             },
             higher_is_better=dict(data.get("higher_is_better", {})),

@@ -245,9 +245,11 @@ def test_k_values_are_deduplicated_sorted_and_an_int_is_accepted() -> None:
         ({"k_values": []}, "k_values is empty"),
         ({"metrics": []}, "metrics is empty"),
         ({"k_values": [1.5]}, r"every k in k_values must be an int >= 1, got 1\.5"),
-        ({"relevance_level": "2"}, r"relevance_level must be a number .* got '2'"),
-        ({"relevance_level": True}, "relevance_level must be a number"),
-        ({"relevance_level": math.nan}, "relevance_level must be a number"),
+        ({"relevance_level": "2"}, r"relevance_level must be a finite number .* got '2'"),
+        ({"relevance_level": True}, "relevance_level must be a finite number"),
+        ({"relevance_level": math.nan}, "relevance_level must be a finite number"),
+        ({"relevance_level": math.inf}, "relevance_level must be a finite number"),
+        ({"missing_queries": "drop"}, "missing_queries must be 'zero' or 'skip'"),
     ],
 )
 def test_argument_errors(kwargs: dict[str, Any], pattern: str) -> None:
@@ -283,7 +285,7 @@ def test_a_tuple_ranking_is_a_sequence_and_is_scored() -> None:
 def test_non_numeric_grades_and_unhashable_ids_name_the_query() -> None:
     with pytest.raises(InvalidInputError, match=r"cannot score query 'q1': .*numeric grade"):
         evaluate_run({"q1": {"c1": "relevant"}}, {"q1": ["c1"]})  # type: ignore[dict-item]
-    with pytest.raises(InvalidInputError, match="cannot score query 'q1'"):
+    with pytest.raises(InvalidInputError, match=r"run\['q1'\]: id \['c1'\] is a list"):
         evaluate_run({"q1": {"c1": 1}}, {"q1": [["c1"]]})  # type: ignore[list-item]
 
 
@@ -347,6 +349,11 @@ def test_evaluate_matches_seed_004_contextgrid(
     want = cg.evaluate(qrels, run, ks=ks, metrics=SIX)
     if not want:  # contextgrid returns {} when nothing is relevant; ragmeter refuses
         with pytest.raises(NoScorableQueriesError):
+            evaluate_run(qrels, run, k_values=ks, metrics=SIX)
+        return
+    if not {q for q, j in qrels.items() if any(g > 0 for g in j.values())} & set(run):
+        # contextgrid scores every judged query 0; ragmeter refuses a run that ranks none
+        with pytest.raises(InvalidInputError, match="has a ranking in the run"):
             evaluate_run(qrels, run, k_values=ks, metrics=SIX)
         return
     report = evaluate_run(qrels, run, k_values=ks, metrics=SIX)
@@ -600,6 +607,10 @@ def test_fused_kernel_equals_the_primitives_at_any_relevance_level(
     }
     if not scored:
         with pytest.raises(NoScorableQueriesError):
+            evaluate_run(qrels, run, k_values=ks, relevance_level=level)
+        return
+    if not scored & set(run):
+        with pytest.raises(InvalidInputError, match="has a ranking in the run"):
             evaluate_run(qrels, run, k_values=ks, relevance_level=level)
         return
     report = evaluate_run(qrels, run, k_values=ks, metrics=list(PRIMITIVES), relevance_level=level)

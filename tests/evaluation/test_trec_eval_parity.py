@@ -27,7 +27,7 @@ import pytrec_eval
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragmeter.errors import NoScorableQueriesError
+from ragmeter.errors import InvalidInputError, NoScorableQueriesError
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.beir import read_beir_qrels
 from ragmeter.io.trec import TREC_ORDERING, parse_trec_run, read_trec_qrels, read_trec_run
@@ -152,6 +152,44 @@ def assert_matches_oracle(
         assert mean == pytest.approx(math.fsum(values) / len(values), abs=tol), key
 
 
+def check_both_averagings(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Sequence[str]],
+    oracle: Mapping[str, Mapping[str, float]],
+    level: int | None,
+    ks: Sequence[int],
+) -> RetrievalEvalReport | None:
+    """Score ``run`` both ways and check each against pytrec_eval.
+
+    ``missing_queries="zero"`` is trec_eval -c (judged queries missing from the run count
+    as 0); ``"skip"`` is trec_eval's default (means over the run's queries only). A run in
+    which no judged query has a ranking is refused; returns the "zero" report.
+    """
+    scorable = [q for q, j in qrels.items() if has_relevant(j, level)]
+    if not scorable:
+        with pytest.raises(NoScorableQueriesError, match="no query in qrels has a relevant"):
+            evaluate_run(qrels, run, k_values=ks, metrics=METRICS, relevance_level=level)
+        return None
+    if not set(scorable) & set(run):
+        with pytest.raises(InvalidInputError, match=r"judged quer(y|ies) ha(s|ve) a ranking"):
+            evaluate_run(qrels, run, k_values=ks, metrics=METRICS, relevance_level=level)
+        return None
+    report = evaluate_run(qrels, run, k_values=ks, metrics=METRICS, relevance_level=level)
+    assert_matches_oracle(report, oracle, qrels, level)
+    missing = [q for q in scorable if q not in run]
+    assert report.missing_queries == missing
+    assert any("judged queries have no ranking" in w for w in report.warnings) == bool(missing)
+    skipped = evaluate_run(
+        qrels, run, k_values=ks, metrics=METRICS, relevance_level=level, missing_queries="skip"
+    )
+    in_run = {q: j for q, j in qrels.items() if q in run or q not in scorable}
+    assert_matches_oracle(skipped, {q: v for q, v in oracle.items() if q in in_run}, in_run, level)
+    assert skipped.missing_queries == missing
+    for key in skipped.metrics:
+        assert skipped.summary(key).missing == len(missing)
+    return report
+
+
 # --------------------------------------------------------------------------- real collections
 
 CASES = {
@@ -255,6 +293,36 @@ def test_out_test_means() -> None:
     )
     printed = parse_trec_eval_output(TREC / "out.test")
     assert assert_matches_printed(report, printed, per_query=False) == 11  # map, recip_rank, 9 P_k
+
+
+def test_a_truncated_run_is_trec_eval_c_by_default_and_its_default_with_skip() -> None:
+    """``out.test.aqc`` = ``trec_eval -a -q -c qrels.test results.trunc``: the run ranks 2 of
+    the 3 judged topics. ``missing_queries="zero"`` (the default) prints trec_eval -c's
+    numbers; ``"skip"`` averages over the run's 2 topics, as trec_eval does without -c."""
+    qrels = read_trec_qrels(TREC / "qrels.test")
+    run = read_trec_run(TREC / "results.trunc")
+    printed = parse_trec_eval_output(TREC / "out.test.aqc")
+    report = evaluate_run(qrels, run, k_values=KS, metrics=METRICS)
+    assert report.missing_queries == sorted(set(qrels) - set(run)) and report.n_missing == 1
+    assert assert_matches_printed(report, printed, per_query=True) >= 11 + 2 * 11
+    assert [w for w in report.warnings if "no ranking in the run" in w] == [
+        f"CAUTION [run] (missing_queries): 1 of 3 judged queries have no ranking in the run "
+        f"(e.g. {report.missing_queries[0]!r}); they score 0 and count in the mean "
+        "(missing_queries='zero', = trec_eval -c); pass missing_queries='skip' to average "
+        "over the run's queries only"
+    ]
+    assert report.summary("precision@10").missing == 0
+    skipped = evaluate_run(qrels, run, k_values=KS, metrics=METRICS, missing_queries="skip")
+    assert skipped.n_queries == 2 and set(skipped.per_query) == set(run)
+    assert skipped.summary("precision@10").missing == 1
+    assert "= trec_eval's default" in skipped.conventions.averaging
+    for key, mean in skipped.metrics.items():
+        name = trec_name(key)
+        if name is None or name not in printed["all"]:
+            continue
+        per_topic = [printed[q][name] for q in run]  # trec_eval's own per-topic values
+        assert abs(mean - math.fsum(per_topic) / 2) <= 0.5e-4 + 1e-12, key
+        assert abs(report.metrics[key] - math.fsum(per_topic) / 3) <= 0.5e-4 + 1e-12, key
 
 
 def test_out_test_aq_per_query() -> None:
@@ -414,12 +482,7 @@ def test_generated_tied_runs_match_pytrec_eval(
     oracle = pytrec(
         qrels, {q: {d: float(s) for d, s in docs.items()} for q, docs in run.items()}, level
     )
-    if not any(has_relevant(j, level) for j in qrels.values()):
-        with pytest.raises(NoScorableQueriesError, match="no query in qrels has a relevant"):
-            evaluate_run(qrels, ours, k_values=ks, metrics=METRICS, relevance_level=level)
-        return
-    report = evaluate_run(qrels, ours, k_values=ks, metrics=METRICS, relevance_level=level)
-    assert_matches_oracle(report, oracle, qrels, level)
+    check_both_averagings(qrels, ours, oracle, level, ks)
 
 
 @settings(max_examples=300, deadline=None)
@@ -439,13 +502,8 @@ def test_generated_list_runs_match_pytrec_eval(
 ) -> None:
     """A list is scored in list order: pytrec_eval gets strictly decreasing scores."""
     scored = {q: {d: float(len(docs) - i) for i, d in enumerate(docs)} for q, docs in run.items()}
-    if not any(has_relevant(j, level) for j in qrels.values()):
-        with pytest.raises(NoScorableQueriesError):
-            evaluate_run(qrels, run, k_values=ks, metrics=METRICS, relevance_level=level)
-        return
-    report = evaluate_run(qrels, run, k_values=ks, metrics=METRICS, relevance_level=level)
-    assert report.conventions.ties == "list order"
-    assert_matches_oracle(report, pytrec(qrels, scored, level), qrels, level)
+    report = check_both_averagings(qrels, run, pytrec(qrels, scored, level), level, ks)
+    assert report is None or report.conventions.ties == "list order"
 
 
 @settings(max_examples=100, deadline=None)
@@ -456,11 +514,8 @@ def test_generated_empty_and_missing_rankings_score_zero(
     """Empty rankings and judged queries absent from the run count as 0 in the mean."""
     run: dict[str, list[str]] = {q: [] for q in list(qrels)[::2]}
     oracle = pytrec(qrels, {q: {} for q in run}, level)
-    if not any(has_relevant(j, level) for j in qrels.values()):
-        return
-    report = evaluate_run(qrels, run, k_values=ks, metrics=METRICS, relevance_level=level)
-    assert_matches_oracle(report, oracle, qrels, level)
-    assert all(v == 0.0 for v in report.metrics.values())
+    report = check_both_averagings(qrels, run, oracle, level, ks)
+    assert report is None or all(v == 0.0 for v in report.metrics.values())
 
 
 def test_mrr_at_k_rule_is_checked_on_a_known_rank() -> None:

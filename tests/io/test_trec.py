@@ -93,8 +93,13 @@ def test_the_five_column_minimum_is_enough() -> None:
     ("lines", "pattern"),
     [
         (["q1 Q0 a 1 1.0 t", "q1 Q0 b 2"], r":2: a run line needs at least 5 columns .*got 4"),
-        (["q1 Q0 a 1 high t"], r":1: score must be a number, got 'high' \(query 'q1', doc 'a'\)"),
-        (["q1 Q0 a 1 nan t"], r":1: score must be a number, got 'nan'"),
+        (
+            ["q1 Q0 a 1 high t"],
+            r":1: score must be a finite number, got 'high' \(query 'q1', doc 'a'\)",
+        ),
+        (["q1 Q0 a 1 nan t"], r":1: score must be a finite number, got 'nan'"),
+        (["q1 Q0 a 1 1.0 t", "q1 Q0 b 2 inf t"], r":2: score must be a finite number, got 'inf'"),
+        (["q1 Q0 a 1 -Infinity t"], r":1: score must be a finite number, got '-Infinity'"),
         (
             ["# header", "q1 Q0 a 1 1.0 t", "q2 Q0 a 1 1.0 t", "q1 Q0 a 3 0.2 t"],
             r":4: doc 'a' is listed twice for query 'q1' \(first on line 2\)",
@@ -162,7 +167,7 @@ ids = st.text(
     min_size=1,
     max_size=8,
 )
-query_ids = ids.filter(lambda s: not s.startswith("#"))
+query_ids = ids.filter(lambda s: not s.startswith(("#", "\ufeff")))
 list_runs = st.dictionaries(query_ids, st.lists(ids, unique=True, max_size=8), max_size=5)
 
 

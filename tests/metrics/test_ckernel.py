@@ -34,6 +34,8 @@ from ragmeter.io.beir import read_beir_qrels
 from ragmeter.io.trec import read_trec_qrels, read_trec_run
 from ragmeter.metrics import _kernel
 from ragmeter.metrics._kernel import (
+    BadGradeError,
+    NonStrIdsError,
     RepeatedDocsError,
     ScoreQuery,
     kernel_codes,
@@ -245,13 +247,23 @@ def test_compiled_kernel_computes_what_it_recognises_and_hands_on_the_rest() -> 
         odd: list[tuple[Any, ...]] = [
             (["a", StrSub("b")], {"b": 1}, [1], ALL_CODES, None),
             (["a", "b"], {"b": np.float64(1.0)}, [1], ALL_CODES, None),
-            (["a", "b"], {"b": 2**53 + 1}, [1], ALL_CODES, None),
-            (["a", "b"], {1: 1}, [1], ALL_CODES, None),
             (["a", "b"], {"b": 1}, [1], ALL_CODES, 2**60),
         ]
         for args in odd:
             assert c_kernel()(*args) == py_score_query(*args)
-        assert handed == odd
+        refused: list[tuple[Any, ...]] = [
+            (["a", "b"], {"b": 2**53 + 1}, [1], ALL_CODES, None),
+            (["a", "b"], {"b": 2.0**53 * 2}, [1], ALL_CODES, None),
+            (["a", "b"], {"b": math.nan}, [1], ALL_CODES, None),
+            (["a", "b"], {"b": -math.inf}, [1], ALL_CODES, None),
+            (["a", "b"], {1: 1}, [1], ALL_CODES, None),
+        ]
+        for args in refused:
+            with pytest.raises((BadGradeError, NonStrIdsError)) as from_c:
+                c_kernel()(*args)
+            with pytest.raises(from_c.type):
+                py_score_query(*args)
+        assert handed == odd + refused
     finally:
         _ckernel.configure(py_score_query, RepeatedDocsError)
 
@@ -297,7 +309,9 @@ def test_no_reference_or_memory_leaks_on_any_path() -> None:
         (ranked, {"z": 0}, [1], ALL_CODES, None),  # unscored: None
         ([doc, doc], {doc: 1}, [1], ALL_CODES, None),  # RepeatedDocsError
         (ranked, {doc: "bad"}, [1], ALL_CODES, None),  # Python fallback raises TypeError
-        ([doc, 1], {doc: 1}, [1], ALL_CODES, None),  # Python fallback, values
+        ([doc, StrSub("b")], {doc: 1}, [1], ALL_CODES, None),  # Python fallback, values
+        ([doc, 1], {doc: 1}, [1], ALL_CODES, None),  # Python fallback: NonStrIdsError
+        (ranked, {doc: math.nan}, [1], ALL_CODES, None),  # Python fallback: BadGradeError
     ]
     kernel = c_kernel()
     for args in cases:
@@ -305,7 +319,7 @@ def test_no_reference_or_memory_leaks_on_any_path() -> None:
         before = [sys.getrefcount(a) for a in objects]
 
         def call(args: tuple[Any, ...] = args) -> None:
-            with contextlib.suppress(RepeatedDocsError, TypeError):
+            with contextlib.suppress(RepeatedDocsError, TypeError, NonStrIdsError, BadGradeError):
                 kernel(*args)
 
         for _ in range(200):
@@ -409,7 +423,7 @@ def test_bad_grade_is_an_invalid_input_error(backend: str) -> None:
 
 
 def test_unhashable_doc_id_is_an_invalid_input_error(backend: str) -> None:
-    with pytest.raises(InvalidInputError, match=r"cannot score query 'q1': unhashable"):
+    with pytest.raises(InvalidInputError, match=r"run\['q1'\]: id \['b'\] is a list"):
         evaluate_run({"q1": {"a": 1}}, {"q1": ["a", ["b"]]}, k_values=[1])  # type: ignore[list-item]
 
 
@@ -418,12 +432,30 @@ def test_repeated_doc_is_a_duplicate_document_error(backend: str) -> None:
         evaluate_run({"q1": {"a": 1}}, {"q1": ["a", "b", "a"]}, k_values=[1])
 
 
-def test_non_str_ids_score_as_python_compares_them(backend: str) -> None:
-    """Ids are dictionary keys: 1 and 1.0 are the same doc, 1 and "1" are not."""
-    qrels: Any = {"q1": {1: 1, "x": 1}}
-    run: Any = {"q1": [1.0, "1", "x"]}
-    report = evaluate_run(qrels, run, k_values=[1, 2], metrics=["recall"])
+def test_int_ids_are_compared_as_strings(backend: str) -> None:
+    """An int id is its digits: 1 and "1" are the same doc and the same query."""
+    qrels: Any = {1: {1: 1, "x": 1}}
+    report = evaluate_run(qrels, {"1": ["1", "y"]}, k_values=[1, 2], metrics=["recall"])
     assert report.metrics == {"recall@1": 0.5, "recall@2": 0.5}
+    assert list(report.per_query) == ["1"]
+    assert evaluate_run(qrels, {1: [1, "x"]}, k_values=[2], metrics=["recall"]).metrics == {
+        "recall@2": 1.0
+    }
+    # 1 and "1" in one ranking are one doc listed twice
+    with pytest.raises(DuplicateDocumentError, match="'1'"):
+        evaluate_run(qrels, {"1": [1, "1"]}, k_values=[1])
+
+
+def test_ids_that_are_the_same_string_or_not_ids_are_refused(backend: str) -> None:
+    """Both 1 and "1" in qrels used to drop one query silently; a float id is ambiguous."""
+    with pytest.raises(InvalidInputError, match=r"qrels has both 1 \(int\) and '1' \(str\)"):
+        evaluate_run({1: {"a": 1}, "1": {"b": 1}}, {"1": ["a"]}, k_values=[1])  # type: ignore[dict-item]
+    with pytest.raises(InvalidInputError, match=r"qrels\['q'\] has both 7 \(int\) and '7'"):
+        evaluate_run({"q": {7: 1, "7": 0}}, {"q": ["7"]}, k_values=[1])  # type: ignore[dict-item]
+    with pytest.raises(InvalidInputError, match=r"run\['q'\]: id 1.0 is a float"):
+        evaluate_run({"q": {"1": 1}}, {"q": [1.0]}, k_values=[1])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputError, match=r"id True is a bool"):
+        evaluate_run({True: {"1": 1}}, {"q": ["1"]}, k_values=[1])  # type: ignore[dict-item]
 
 
 # --------------------------------------------------------------------------- pytrec_eval

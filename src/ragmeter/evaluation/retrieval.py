@@ -5,8 +5,14 @@ Every retrieval number ragmeter reports is computed here from a run
 under trec_eval's conventions (see :mod:`ragmeter.metrics.ranking`):
 
 * only queries with at least one relevant judgement are scored and averaged;
-* a judged query missing from the run scores 0 on every metric (a real failure);
+* a judged query missing from the run scores 0 on every metric and counts in the mean (a real
+  failure; = ``trec_eval -c``), or, with ``missing_queries="skip"``, is left out of the mean
+  (trec_eval's default); either way the report lists it in ``missing_queries`` and warns;
 * a ranking for an unjudged query is ignored;
+* ids are compared as strings: ``1`` and ``"1"`` are the same query (or doc), and two keys
+  that become the same string are refused;
+* grades must be finite numbers with ``|grade| <= 2**53`` (NaN, infinities and larger
+  grades are refused, so no mean can be NaN or infinite);
 * a ranking that repeats a doc id for a scored query is refused
   (:class:`~ragmeter.errors.DuplicateDocumentError`);
 * a list is scored in list order; a TREC run read by :func:`ragmeter.read_trec_run` is
@@ -17,8 +23,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from ragmeter.errors import (
     DuplicateDocumentError,
@@ -27,19 +34,42 @@ from ragmeter.errors import (
     check_k,
 )
 from ragmeter.metrics._kernel import (
+    MAX_GRADE,
+    BadGradeError,
+    NonStrIdsError,
     RepeatedDocsError,
     duplicates_in,
     kernel_codes,
+    py_score_query,
     result_keys,
     score_query,
 )
 from ragmeter.metrics.registry import BUILTIN_METRICS, METRICS, RetrievalMetric, _Builtin
 from ragmeter.report import Conventions, RetrievalEvalReport, WarningLog
 
-__all__ = ["DEFAULT_K_VALUES", "evaluate_retrieval", "evaluate_run", "per_query"]
+__all__ = [
+    "DEFAULT_K_VALUES",
+    "MISSING_QUERIES",
+    "MissingQueries",
+    "evaluate_retrieval",
+    "evaluate_run",
+    "per_query",
+]
 
 Qrels = Mapping[str, Mapping[str, float]]
 Run = Mapping[str, Sequence[str]]
+V = TypeVar("V")
+
+_ABSENT: Sequence[str] = ("<absent>",)
+"""What ``run.get`` answers for a query the run has no entry for (never scored itself)."""
+
+MissingQueries = Literal["zero", "skip"]
+MISSING_QUERIES: dict[str, str] = {
+    "zero": "a judged query missing from the run scores 0 and counts in the mean (= trec_eval -c)",
+    "skip": "a judged query missing from the run is left out of the mean "
+    "(= trec_eval's default, without -c)",
+}
+"""What ``missing_queries=`` may be, and what each choice means."""
 
 DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
 
@@ -81,12 +111,68 @@ def _ordering(run: Any) -> str:
 def _check_level(level: object) -> float | None:
     if level is None:
         return None
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or level != level:
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, (int, float))
+        or not -MAX_GRADE <= level <= MAX_GRADE
+    ):
         raise InvalidInputError(
-            f"relevance_level must be a number (a doc is relevant when its grade >= it, like "
-            f"trec_eval -l) or None (grade > 0), got {level!r}"
+            f"relevance_level must be a finite number (a doc is relevant when its grade >= "
+            f"it, like trec_eval -l) or None (grade > 0), got {level!r}"
         )
     return level
+
+
+def _check_missing(value: object) -> MissingQueries:
+    if value == "zero":
+        return "zero"
+    if value == "skip":
+        return "skip"
+    choices = "; ".join(f"{k!r}: {v}" for k, v in MISSING_QUERIES.items())
+    raise InvalidInputError(f"missing_queries must be 'zero' or 'skip', got {value!r} ({choices})")
+
+
+def _str_keys(mapping: Mapping[Any, V], what: str) -> Mapping[str, V]:
+    """``mapping`` with its keys as ``str`` (the same object when they already are).
+
+    Raises :class:`InvalidInputError` when two keys become the same string (``1`` and
+    ``"1"``): keeping one would silently drop the other.
+    """
+    if not isinstance(mapping, Mapping):
+        raise InvalidInputError(
+            f"{what} must be a mapping {{id: ...}}, got {type(mapping).__name__}"
+        )
+    if all(type(key) is str for key in mapping):
+        return mapping
+    out: dict[str, V] = {}
+    original: dict[str, Any] = {}
+    for key, value in mapping.items():
+        text = _id_text(key, what)
+        if text in out:
+            raise InvalidInputError(
+                f"{what} has both {original[text]!r} ({type(original[text]).__name__}) and "
+                f"{key!r} ({type(key).__name__}) as ids; ids are compared as strings, so they "
+                "are the same id: merge them"
+            )
+        out[text] = value
+        original[text] = key
+    return out
+
+
+def _id_text(value: object, where: str) -> str:
+    """An id as the string it is compared as: a ``str`` as is, an int as its digits.
+
+    Anything else (a float such as ``1.0``, ``None``, a bool, a list) is refused: its
+    string would not match the id the user meant.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    raise InvalidInputError(
+        f"{where}: id {value!r} is a {type(value).__name__}; ids must be strings (ints are "
+        "read as their digits, so 1 and '1' are the same id)"
+    )
 
 
 def _as_ranking(qid: object, ranked: object) -> Sequence[str]:
@@ -105,6 +191,48 @@ def _as_ranking(qid: object, ranked: object) -> Sequence[str]:
     return ranked
 
 
+def _score_one(
+    qid: str,
+    ranked: Sequence[str],
+    judgements: Mapping[str, float],
+    ks: Sequence[int],
+    codes: Sequence[int],
+    level: float | None,
+) -> tuple[list[float] | None, Sequence[str], Mapping[str, float]]:
+    """One query's kernel values, with the ranking and judgements as scored (ids as str)."""
+    try:
+        try:
+            return score_query(ranked, judgements, ks, codes, level), ranked, judgements
+        except NonStrIdsError:
+            ranked = [_id_text(d, f"run[{qid!r}]") for d in ranked]
+            judgements = _str_keys(judgements, f"qrels[{qid!r}]")
+            return py_score_query(ranked, judgements, ks, codes, level), ranked, judgements
+    except RepeatedDocsError:
+        raise DuplicateDocumentError(qid, duplicates_in(ranked)) from None
+    except BadGradeError as exc:
+        doc, grade = exc.args
+        raise InvalidInputError(
+            f"qrels[{qid!r}][{doc!r}] is {grade!r}: a grade must be a finite number with "
+            "|grade| <= 2**53 (NaN or infinity would make every mean NaN)"
+        ) from None
+    except (TypeError, AttributeError) as exc:
+        raise InvalidInputError(
+            f"cannot score query {qid!r}: {exc}. qrels must be {{query_id: {{doc_id: "
+            "numeric grade}}}} and run {query_id: [doc_id, ...]}"
+        ) from None
+
+
+def _examples(ids: Iterable[object], n: int = 3) -> str:
+    """``'a', 'b', 'c', ...``: the first ``n`` ids, for a message."""
+    shown: list[str] = []
+    for key in ids:
+        if len(shown) == n:
+            shown.append("...")
+            break
+        shown.append(repr(key))
+    return ", ".join(shown)
+
+
 def evaluate_run(
     qrels: Qrels,
     run: Run,
@@ -112,65 +240,110 @@ def evaluate_run(
     k_values: Iterable[int] | int = DEFAULT_K_VALUES,
     metrics: Iterable[str] | str = BUILTIN_METRICS,
     relevance_level: float | None = None,
+    missing_queries: MissingQueries = "zero",
     warnings: WarningLog | None = None,
 ) -> RetrievalEvalReport:
     """Score a precomputed run against qrels, every metric at every cut-off.
 
     Result keys are ``f"{metric}@{k}"`` (plus uncut ``"map"`` and ``"mrr"``, trec_eval's
     ``map`` and ``recip_rank``). Means are over queries with at least one relevant
-    judgement; a judged query absent from ``run`` scores 0; rankings for unjudged queries
-    are ignored. A registered custom metric that raises is left out of the results and
-    recorded in ``warnings`` (never reported as 0.0).
+    judgement; rankings for unjudged queries are ignored. A judged query absent from
+    ``run`` scores 0 and counts in the mean with ``missing_queries="zero"`` (the default,
+    = ``trec_eval -c``), or is left out of the mean with ``"skip"`` (trec_eval's default);
+    either way it is listed in the report's ``missing_queries`` and counted in a warning.
+    Query and doc ids are compared as strings (``1`` and ``"1"`` are one id). A
+    registered custom metric that raises, or returns NaN or an infinity, is left out of
+    the results and recorded in ``warnings`` (never reported as 0.0).
 
     Raises :class:`~ragmeter.errors.UnknownMetricError` for an unregistered name (before
-    any scoring), :class:`~ragmeter.errors.InvalidInputError` for a ``k < 1`` or a ranking
-    that is not a list of doc ids, :class:`~ragmeter.errors.DuplicateDocumentError` for a
-    ranking that repeats a doc id, and :class:`~ragmeter.errors.NoScorableQueriesError`
-    when no query has a relevant judgement.
+    any scoring), :class:`~ragmeter.errors.InvalidInputError` for a ``k < 1``, a ranking
+    that is not a list of doc ids, a grade that is NaN, infinite or beyond ``2**53``, two
+    ids that are the same string, or a run in which no judged query has a ranking,
+    :class:`~ragmeter.errors.DuplicateDocumentError` for a ranking that repeats a doc id,
+    and :class:`~ragmeter.errors.NoScorableQueriesError` when no query has a relevant
+    judgement.
 
     >>> qrels = {"q1": {"c1": 2, "c2": 1, "c3": 0}, "q2": {"c4": 2}}
     >>> run = {"q1": ["c3", "c1", "c5", "c2"], "q2": ["c9", "c4", "c1"]}
     >>> r = evaluate_run(qrels, run, k_values=[1, 3], metrics=["recall", "ndcg"])
     >>> r.metrics
     {'recall@1': 0.0, 'recall@3': 0.75, 'ndcg@1': 0.0, 'ndcg@3': 0.5552773433538603}
+    >>> partial = evaluate_run(qrels, {"q1": run["q1"]}, k_values=[3], metrics=["recall"])
+    >>> partial.metrics, partial.missing_queries
+    ({'recall@3': 0.25}, ['q2'])
+    >>> evaluate_run(qrels, {"q1": run["q1"]}, k_values=[3], metrics=["recall"],
+    ...              missing_queries="skip").metrics
+    {'recall@3': 0.5}
     """
     resolved = _resolve_metrics(metrics)
     ks = _check_ks(k_values)
     level = _check_level(relevance_level)
+    mode = _check_missing(missing_queries)
+    ordering = _ordering(run)
+    log = warnings if warnings is not None else WarningLog()
+    for source in (qrels, run):
+        for note in getattr(source, "warnings", None) or ():
+            log.add("read", str(getattr(source, "source", None) or "input"), str(note))
+    qrels = _str_keys(qrels, "qrels")
+    run = _str_keys(run, "run")
     builtin = [(n, m) for n, m in resolved if isinstance(m, _Builtin)]
     custom = [(n, m) for n, m in resolved if not isinstance(m, _Builtin)]
     codes = kernel_codes([type(m).name for _, m in builtin])
     keys = result_keys([n for n, _ in builtin], codes, ks)
-    log = warnings if warnings is not None else WarningLog()
     failed: set[str] = set()
 
     per_q: dict[str, dict[str, float]] = {}
+    missing: list[str] = []
     empty: list[str] = []
     for qid, judgements in qrels.items():
-        ranked = run.get(qid, empty)
-        if ranked.__class__ is not list:
+        ranked = run.get(qid, _ABSENT)
+        absent = ranked is _ABSENT
+        if absent:
+            ranked = empty
+        elif ranked.__class__ is not list:
             ranked = _as_ranking(qid, ranked)
-        try:
-            values = score_query(ranked, judgements, ks, codes, level)
-        except RepeatedDocsError:
-            raise DuplicateDocumentError(str(qid), duplicates_in(ranked)) from None
-        except (TypeError, AttributeError) as exc:
-            raise InvalidInputError(
-                f"cannot score query {qid!r}: {exc}. qrels must be {{query_id: {{doc_id: "
-                "numeric grade}}}} and run {query_id: [doc_id, ...]}"
-            ) from None
+        values, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes, level)
         if values is None:
             continue
+        if absent:
+            missing.append(qid)
+            if mode == "skip":
+                continue
         row = dict(zip(keys, values, strict=True))
         if custom:
             _score_custom(custom, failed, log, qid, judgements, ranked, ks, row)
-        per_q[str(qid)] = row
+        per_q[qid] = row
 
-    if not per_q:
+    n_ranked = len(per_q) - (len(missing) if mode == "zero" else 0)
+    if not per_q and not missing:
         raise NoScorableQueriesError(
             "no query in qrels has a relevant judgement "
             f"(grade {'> 0' if level is None else f'>= {level}'}), so "
             "there is nothing to average; check the qrels file and the relevance level"
+        )
+    if not n_ranked:
+        # not one judged query has a ranking: the ids cannot be the same kind
+        raise InvalidInputError(
+            f"none of the {len(missing)} judged queries has a ranking in the run"
+            + (
+                f" (the run's query ids, e.g. {_examples(run)}, are not qrels ids such as "
+                f"{_examples(missing)}); are the query ids the same strings in both?"
+                if run
+                else ": the run is empty"
+            )
+        )
+    if missing:
+        log.add(
+            "run",
+            "missing_queries",
+            f"{len(missing)} of {len(missing) + n_ranked} judged queries have no ranking in "
+            f"the run (e.g. {_examples(missing)}); "
+            + (
+                "they score 0 and count in the mean (missing_queries='zero', = trec_eval "
+                "-c); pass missing_queries='skip' to average over the run's queries only"
+                if mode == "zero"
+                else "they are left out of the mean (missing_queries='skip', trec_eval's default)"
+            ),
         )
     n = len(per_q)
     if custom:
@@ -186,14 +359,46 @@ def evaluate_run(
         # every row holds exactly ``keys``, in order: its values are one column entry each
         columns = zip(*(row.values() for row in per_q.values()), strict=True)
         means = {key: math.fsum(col) / n for key, col in zip(keys, columns, strict=True)}
+    if keys and not any(means.get(key) for key in keys):
+        _warn_if_no_doc_is_judged(qrels, run, per_q, log)
     return RetrievalEvalReport(
         metrics=means,
         per_query=per_q,
         n_queries=n,
         k_values=ks,
-        conventions=Conventions(relevance_level=level, ties=_ordering(run)),
+        conventions=Conventions(relevance_level=level, ties=ordering, averaging=_averaging(mode)),
         warnings=list(log.entries),
+        missing_queries=missing,
     )
+
+
+def _averaging(mode: MissingQueries) -> str:
+    return "mean over queries with >= 1 relevant judgement; " + MISSING_QUERIES[mode]
+
+
+def _warn_if_no_doc_is_judged(
+    qrels: Qrels, run: Run, scored: Iterable[str], log: WarningLog
+) -> None:
+    """Every score is 0: warn when not one retrieved doc is judged at all (wrong doc ids)."""
+    retrieved: list[str] = []
+    for qid in scored:
+        ranked = run.get(qid)
+        if not ranked:
+            continue
+        judged = qrels[qid]
+        ids = [str(d) for d in ranked]
+        if any(d in judged for d in ids):
+            return
+        retrieved.extend(ids)
+    if retrieved:
+        log.add(
+            "run",
+            "doc_ids",
+            f"every score is 0 and none of the {len(retrieved)} retrieved doc ids (e.g. "
+            f"{_examples(retrieved)}) appears in the qrels, not even as judged non-relevant: "
+            "the run and the qrels probably use different doc ids (check which document "
+            "field your retriever returns as the id)",
+        )
 
 
 def _score_custom(
@@ -213,8 +418,8 @@ def _score_custom(
         try:
             for k in ks:
                 value = float(metric.evaluate(judgements, ranked, k))
-                if math.isnan(value):
-                    raise ValueError("returned NaN")
+                if not math.isfinite(value):
+                    raise ValueError("returned NaN" if value != value else f"returned {value}")
                 row[f"{name}@{k}"] = value
         except Exception as exc:
             failed.add(name)
@@ -324,6 +529,7 @@ def evaluate_retrieval(
     limit: int | None = None,
     doc_id: Callable[[Any], str] | None = None,
     relevance_level: float | None = None,
+    missing_queries: MissingQueries = "zero",
     warnings: WarningLog | None = None,
 ) -> RetrievalEvalReport:
     """Run ``retriever`` over the judged queries and score it exactly as :func:`evaluate_run`.
@@ -335,7 +541,10 @@ def evaluate_retrieval(
     or whatever ``doc_id(result)`` returns.
     Ids are de-duplicated to each doc's best rank (several chunks of one source), so raise
     ``limit`` when sources are chunked finely. A judged query with no text in ``queries``
-    cannot be run: it is skipped with a warning.
+    cannot be run: it is left out with a warning, whatever ``missing_queries`` says (as
+    BEIR's evaluation does); every query that is run is in the run, so
+    ``missing_queries`` (passed on to :func:`evaluate_run`) only matters to code that
+    passes one option set to both functions.
 
     >>> qrels = {'q1': {'d1': 1.0, 'd2': 1.0}, 'q2': {'d3': 1.0}}
     >>> queries = {'q1': 'first query', 'q2': 'second query'}
@@ -351,6 +560,9 @@ def evaluate_retrieval(
     ks = _check_ks(k_values)
     _resolve_metrics(metrics)
     _check_level(relevance_level)
+    _check_missing(missing_queries)
+    qrels = _str_keys(qrels, "qrels")
+    queries = _str_keys(queries, "queries")
     if limit is not None:
         check_k(limit, name="limit")
     depth = limit if limit is not None else max(ks)
@@ -388,5 +600,6 @@ def evaluate_retrieval(
         k_values=ks,
         metrics=metrics,
         relevance_level=relevance_level,
+        missing_queries=missing_queries,
         warnings=log,
     )

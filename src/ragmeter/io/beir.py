@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ragmeter.errors import DataFormatError, InvalidInputError
+from ragmeter.io._lines import Records, text_lines
+from ragmeter.metrics._kernel import MAX_GRADE
 
 __all__ = ["DEFAULT_QRELS_PATHS", "BeirDataset", "read_beir", "read_beir_qrels", "write_beir"]
 
@@ -30,31 +32,75 @@ PathLike = str | os.PathLike[str]
 
 
 class BeirDataset(NamedTuple):
-    """The evaluation triple; unpacks as ``corpus, queries, qrels``."""
+    """The evaluation triple; unpacks as ``corpus, queries, qrels``.
+
+    Each part is a :class:`~ragmeter.io._lines.Records` dict; ``warnings`` gathers what the
+    reader noticed in any of them (e.g. a repeated identical corpus record).
+    """
 
     corpus: dict[str, str]
     queries: dict[str, str]
     qrels: dict[str, dict[str, float]]
 
+    @property
+    def warnings(self) -> list[str]:
+        """The readers' notes on all three files, with counts."""
+        return [w for part in self for w in getattr(part, "warnings", ())]
+
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.exists():
         raise FileNotFoundError(f"BEIR file not found: {path}")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(
+                f"not valid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=lineno
+            ) from None
+        except RecursionError:
+            raise DataFormatError(
+                "not readable JSON: nested too deeply", path=str(path), line=lineno
+            ) from None
+        if not isinstance(record, dict):
+            raise DataFormatError(
+                f"a record must be a JSON object (one per line), got {type(record).__name__}",
+                path=str(path),
+                line=lineno,
+            )
+        if record.get("_id", record.get("id")) is None:
+            raise DataFormatError("record has no '_id' field", path=str(path), line=lineno)
+        yield lineno, record
+
+
+def _read_texts(path: Path, text: Any, what: str) -> Records[str]:
+    """``{_id: text}`` of a BEIR JSONL file; a repeated ``_id`` with another text is refused."""
+    out: Records[str] = Records(source=str(path))
+    first_line: dict[str, int] = {}
+    repeats = 0
+    for lineno, record in _read_jsonl(path):
+        key = str(record.get("_id", record.get("id")))
+        value = text(record)
+        if key in out:
+            if out[key] != value:
                 raise DataFormatError(
-                    f"not valid JSON: {exc.msg}", path=str(path), line=lineno
-                ) from None
-            if not isinstance(record, dict):
-                raise DataFormatError("a record must be a JSON object", path=str(path), line=lineno)
-            if record.get("_id", record.get("id")) is None:
-                raise DataFormatError("record has no '_id' field", path=str(path), line=lineno)
-            yield lineno, record
+                    f"{what} _id {key!r} occurs twice (first on line {first_line[key]}) with "
+                    "different texts; ids must be unique",
+                    path=str(path),
+                    line=lineno,
+                )
+            repeats += 1
+            continue
+        out[key] = value
+        first_line[key] = lineno
+    if repeats:
+        out.warnings.append(
+            f"{path.name}: {repeats} record(s) repeat an earlier _id with the same text; "
+            "each was kept once"
+        )
+    return out
 
 
 def _doc_text(record: Mapping[str, Any]) -> str:
@@ -63,41 +109,85 @@ def _doc_text(record: Mapping[str, Any]) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def read_beir_qrels(path: PathLike) -> dict[str, dict[str, float]]:
-    """Read a BEIR qrels TSV (``query-id corpus-id score``; a header row is skipped).
+_HEADER_QUERY = frozenset({"query-id", "query_id", "queryid", "qid", "query", "topic"})
+_HEADER_SCORE = frozenset({"score", "relevance", "rel", "label", "grade", "judgement", "judgment"})
 
-    Grades are read as numbers (ints stay ints). Raises
-    :class:`~ragmeter.errors.DataFormatError` naming the line for a malformed row.
+
+def _is_header(fields: list[str]) -> bool:
+    """A first row that names its columns (``query-id corpus-id score`` and the like)."""
+    return fields[0].strip().lower() in _HEADER_QUERY or fields[2].strip().lower() in _HEADER_SCORE
+
+
+def read_beir_qrels(path: PathLike) -> Records[dict[str, float]]:
+    """Read a BEIR qrels TSV (``query-id corpus-id score``) into a :class:`Records` dict.
+
+    A first row is a header when it names the columns (``query-id``/``qid``/... first, or
+    ``score``/``relevance``/... third); any other row whose score is not a number is an
+    error, so a bad first row is never silently dropped as a header. Grades are read as
+    numbers (ints stay ints) and must be finite with ``|grade| <= 2**53``. A doc judged
+    twice for one query with two grades is refused; with the same grade it is kept once
+    and counted in ``warnings``. Raises :class:`~ragmeter.errors.DataFormatError` naming
+    the file and line.
     """
     qrels: dict[str, dict[str, float]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, row in enumerate(fh, 1):
-            if not row.strip():
-                continue
-            fields = row.rstrip("\n\r").split("\t")
-            if len(fields) < 3:
+    first_line: dict[tuple[str, str], int] = {}
+    repeats = 0
+    for lineno, row in text_lines(path):
+        if not row.strip():
+            continue
+        fields = row.rstrip("\n\r").split("\t")
+        if len(fields) < 3:
+            raise DataFormatError(
+                "a qrels row needs 3 tab-separated columns 'query-id corpus-id score', "
+                f"got {len(fields)}",
+                path=str(path),
+                line=lineno,
+            )
+        qid, doc, score = fields[0], fields[1], fields[2]
+        try:
+            value: float = int(score)
+        except ValueError:
+            try:
+                value = float(score)
+            except ValueError:
+                if lineno == 1 and _is_header(fields):
+                    continue
                 raise DataFormatError(
-                    "a qrels row needs 3 tab-separated columns 'query-id corpus-id score', "
-                    f"got {len(fields)}",
+                    f"score must be a number, got {score!r} (query {qid!r})"
+                    + (
+                        "; a header row must name its columns, e.g. 'query-id\tcorpus-id\tscore'"
+                        if lineno == 1
+                        else ""
+                    ),
+                    path=str(path),
+                    line=lineno,
+                ) from None
+        if not -MAX_GRADE <= value <= MAX_GRADE:
+            raise DataFormatError(
+                f"score must be a finite number with |score| <= 2**53, got {score!r} "
+                f"(query {qid!r}, doc {doc!r})",
+                path=str(path),
+                line=lineno,
+            )
+        judgements = qrels.setdefault(qid, {})
+        if doc in judgements:
+            if judgements[doc] != value:
+                raise DataFormatError(
+                    f"doc {doc!r} is judged twice for query {qid!r}, with scores "
+                    f"{judgements[doc]} (line {first_line[(qid, doc)]}) and {value}; keep one",
                     path=str(path),
                     line=lineno,
                 )
-            qid, doc, score = fields[0], fields[1], fields[2]
-            try:
-                value: float = int(score)
-            except ValueError:
-                try:
-                    value = float(score)
-                except ValueError:
-                    if lineno == 1:
-                        continue  # header row
-                    raise DataFormatError(
-                        f"score must be a number, got {score!r} (query {qid!r})",
-                        path=str(path),
-                        line=lineno,
-                    ) from None
-            qrels.setdefault(qid, {})[doc] = value
-    return qrels
+            repeats += 1
+            continue
+        judgements[doc] = value
+        first_line[(qid, doc)] = lineno
+    notes = (
+        [f"{repeats} qrels row(s) repeat an earlier row with the same score; each was counted once"]
+        if repeats
+        else []
+    )
+    return Records(qrels, source=str(path), warnings=notes)
 
 
 def read_beir(directory: PathLike, *, qrels: str | None = None) -> BeirDataset:
@@ -105,16 +195,14 @@ def read_beir(directory: PathLike, *, qrels: str | None = None) -> BeirDataset:
 
     ``qrels`` is a path relative to ``directory``; ``None`` tries
     ``qrels/test.tsv``, ``qrels/dev.tsv``, ``qrels/train.tsv``, ``qrels.tsv`` in order.
-    Raises ``FileNotFoundError`` naming what is missing.
+    Raises ``FileNotFoundError`` naming what is missing, and
+    :class:`~ragmeter.errors.DataFormatError` (file and line) for a record that cannot be
+    read or an ``_id`` that occurs twice with different texts; identical repeats are kept
+    once and counted in the dataset's ``warnings``.
     """
     root = Path(directory)
-    corpus = {
-        str(r.get("_id", r.get("id"))): _doc_text(r) for _, r in _read_jsonl(root / "corpus.jsonl")
-    }
-    queries = {
-        str(r.get("_id", r.get("id"))): str(r.get("text") or "")
-        for _, r in _read_jsonl(root / "queries.jsonl")
-    }
+    corpus = _read_texts(root / "corpus.jsonl", _doc_text, "corpus")
+    queries = _read_texts(root / "queries.jsonl", lambda r: str(r.get("text") or ""), "query")
     if qrels is not None:
         qpath = root / qrels
         if not qpath.exists():
@@ -162,10 +250,14 @@ def write_beir(
         q = _tsv_id("query id", qid, "")
         for doc, grade in judgements.items():
             d = _tsv_id("doc id", doc, f" (query {qid!r})")
-            if isinstance(grade, bool) or not isinstance(grade, numbers.Real) or grade != grade:
+            if (
+                isinstance(grade, bool)
+                or not isinstance(grade, numbers.Real)
+                or not -MAX_GRADE <= grade <= MAX_GRADE
+            ):
                 raise InvalidInputError(
                     f"cannot write grade {grade!r} (query {qid!r}, doc {doc!r}): "
-                    "a grade must be a number"
+                    "a grade must be a finite number with |grade| <= 2**53"
                 )
             text = str(int(grade)) if isinstance(grade, numbers.Integral) else repr(float(grade))
             rows.append(f"{q}\t{d}\t{text}\n")

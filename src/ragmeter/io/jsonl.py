@@ -4,12 +4,14 @@
 you iterate, so memory stays constant on a file of a million samples. Each line is a JSON
 object with ragmeter's field names or rag-eval's (``question``, ``answer``, ``context``,
 ``golden_documents``, ``retrieved``); unknown keys land in ``metadata``. Blank lines are
-ignored. A ``.gz`` path is read and written gzip-compressed.
+ignored. A gzip-compressed file is read as such (detected by content) and a ``.gz`` path is
+written compressed; a truncated or corrupt one is a ``DataFormatError`` naming the line
+where reading stopped.
 
-A malformed line -- not UTF-8, not JSON, not an object, or a field that does not validate
--- raises :class:`~ragmeter.errors.DataFormatError` naming the file, the line number and
-the problem. With ``skip_errors=True`` the line is skipped instead, logged, and recorded in
-the reader's ``skipped`` list as ``(line_number, message)``;
+A malformed line -- not UTF-8, not JSON, nested too deeply, not an object, or a field that
+does not validate -- raises :class:`~ragmeter.errors.DataFormatError` naming the file, the
+line number and the problem. With ``skip_errors=True`` the line is skipped instead, logged,
+and recorded in the reader's ``skipped`` list as ``(line_number, message)``;
 :func:`ragmeter.evaluation.rag.evaluate_rag` counts them in the report's ``skipped_lines``.
 
 :func:`write_jsonl` is the exact inverse: ``read_jsonl(p)`` yields samples equal to those
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ragmeter.errors import DataFormatError, InvalidInputError
+from ragmeter.io._lines import raw_lines
 from ragmeter.schema import RagSample, SampleLike, coerce_sample
 
 __all__ = ["JsonlReader", "read_jsonl", "write_jsonl"]
@@ -67,23 +70,25 @@ class JsonlReader(Iterable[RagSample]):
     def __iter__(self) -> Iterator[RagSample]:
         self.skipped = []
         where = str(self.path)
-        with _open_binary(self.path, "r") as fh:
-            for lineno, raw in enumerate(fh, 1):
-                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]
-                if not raw.strip():
-                    continue
-                try:
-                    yield self._parse(raw)
-                except _LineError as exc:
-                    message = str(exc)
-                    if not self.skip_errors:
-                        raise DataFormatError(message, path=where, line=lineno) from None
-                    self.skipped.append((lineno, message))
-                    logger.warning("%s:%d: skipped: %s", where, lineno, message)
+        seen = 0
+        for lineno, raw in raw_lines(self.path):
+            if not raw.strip():
+                continue
+            seen += 1
+            try:
+                sample = self._parse(raw, first=seen == 1)
+            except _LineError as exc:
+                message = str(exc)
+                if not self.skip_errors:
+                    raise DataFormatError(message, path=where, line=lineno) from None
+                self.skipped.append((lineno, message))
+                logger.warning("%s:%d: skipped: %s", where, lineno, message)
+                continue
+            yield sample
 
     @staticmethod
-    def _parse(raw: bytes) -> RagSample:
+    def _parse(raw: bytes, *, first: bool = False) -> RagSample:
+        """One line as a sample; any problem with it is a :class:`_LineError`."""
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -91,16 +96,32 @@ class JsonlReader(Iterable[RagSample]):
         try:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise _LineError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+            hint = _FORMAT_HINT if first or text.lstrip()[:1] in ("[", "]", ",") else ""
+            raise _LineError(f"not valid JSON: {exc.msg} (column {exc.colno}){hint}") from None
+        except RecursionError:
+            raise _LineError("not readable JSON: nested too deeply") from None
         if not isinstance(record, dict):
-            raise _LineError(f"expected a JSON object, got {type(record).__name__}")
+            raise _LineError(
+                f"expected a JSON object, got {type(record).__name__}"
+                + (_FORMAT_HINT if isinstance(record, list) else "")
+            )
         try:
             return coerce_sample(record)
         except InvalidInputError as exc:
             raise _LineError(str(exc)) from None
+        except RecursionError:
+            raise _LineError("a field is nested too deeply to validate") from None
+        except Exception as exc:  # whatever else is wrong with the line, it is the line's
+            raise _LineError(f"cannot read this sample: {type(exc).__name__}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"JsonlReader({str(self.path)!r}, skip_errors={self.skip_errors})"
+
+
+_FORMAT_HINT = (
+    " (JSONL = one JSON object per line: a JSON array file or a CSV file is not JSONL; "
+    "convert a JSON array with `jq -c '.[]' file.json > file.jsonl`)"
+)
 
 
 class _LineError(Exception):

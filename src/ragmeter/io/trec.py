@@ -1,12 +1,18 @@
 """TREC run and qrels files, read and written the way trec_eval does.
 
 * qrels lines: ``query_id iteration doc_id grade`` (whitespace separated; grade an int,
-  possibly negative). A line starting with ``#`` is a comment; a ``#`` inside an id is
-  part of the id.
+  possibly negative, with ``|grade| <= 2**53``). A line starting with ``#`` is a comment; a
+  ``#`` inside an id is part of the id. A doc judged twice for one query with two grades is
+  refused (naming both lines); judged twice with the same grade, it is kept once and the
+  returned :class:`~ragmeter.io._lines.Records` says so in ``warnings``.
 * run lines: ``query_id Q0 doc_id rank score [tag ...]``. The rank column is ignored and
-  extra trailing columns are ignored; each query's docs are ordered by score descending,
-  ties broken by doc id descending (string comparison), exactly as trec_eval orders them,
-  so scoring a run file reproduces trec_eval.
+  extra trailing columns are ignored; the score must be a finite number. Each query's docs
+  are ordered by score descending, ties broken by doc id descending (string comparison),
+  exactly as trec_eval orders them, so scoring a run file reproduces trec_eval.
+
+Both readers take plain or gzip-compressed files (detected by content), drop a UTF-8
+byte-order mark, and name the file and line of anything they cannot read (a line that is
+not UTF-8, a truncated ``.gz``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ragmeter.errors import DataFormatError, InvalidInputError
+from ragmeter.io._lines import Records, text_lines
+from ragmeter.metrics._kernel import MAX_GRADE
 
 __all__ = [
     "TREC_ORDERING",
@@ -54,8 +62,10 @@ class Run(dict[str, list[str]]):
         self.scores: dict[str, dict[str, float]] = scores or {}
 
 
-def _fields(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
-    for lineno, line in enumerate(lines, 1):
+def _fields(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, list[str]]]:
+    for lineno, line in lines:
+        if lineno == 1:
+            line = line.removeprefix("\ufeff")
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
@@ -63,17 +73,20 @@ def _fields(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
 
 
 def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
-    with open(path, encoding="utf-8") as fh:
-        yield from _fields(fh)
+    return _fields(text_lines(path))
 
 
-def read_trec_qrels(path: PathLike) -> dict[str, dict[str, int]]:
-    """Read a TREC qrels file into ``{query_id: {doc_id: grade}}``.
+def read_trec_qrels(path: PathLike) -> Records[dict[str, int]]:
+    """Read a TREC qrels file into ``{query_id: {doc_id: grade}}`` (a :class:`Records`).
 
     Raises :class:`~ragmeter.errors.DataFormatError` naming the file and line for a line
-    that does not have 4 columns or whose grade is not an integer.
+    that does not have 4 columns, a grade that is not an integer (or is beyond 2**53), a
+    doc judged twice for one query with different grades, or a line that cannot be read.
+    A doc judged twice with the same grade is kept once, and counted in ``warnings``.
     """
     qrels: dict[str, dict[str, int]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    repeats = 0
     for lineno, fields in _lines(path):
         if len(fields) != 4:
             raise DataFormatError(
@@ -97,22 +110,52 @@ def read_trec_qrels(path: PathLike) -> dict[str, dict[str, int]]:
                     line=lineno,
                 ) from None
             value = int(as_float)
-        qrels.setdefault(qid, {})[doc] = value
-    return qrels
+        if not -MAX_GRADE <= value <= MAX_GRADE:
+            raise DataFormatError(
+                f"grade {grade} is out of range: |grade| must be <= 2**53 (query {qid!r}, "
+                f"doc {doc!r})",
+                path=str(path),
+                line=lineno,
+            )
+        judgements = qrels.setdefault(qid, {})
+        if doc in judgements:
+            if judgements[doc] != value:
+                raise DataFormatError(
+                    f"doc {doc!r} is judged twice for query {qid!r}, with grades "
+                    f"{judgements[doc]} (line {first_line[(qid, doc)]}) and {value}; keep one",
+                    path=str(path),
+                    line=lineno,
+                )
+            repeats += 1
+            continue
+        judgements[doc] = value
+        first_line[(qid, doc)] = lineno
+    notes = [_repeats_note(repeats, "judgement")] if repeats else []
+    return Records(qrels, source=str(path), warnings=notes)
+
+
+def _repeats_note(count: int, what: str) -> str:
+    return (
+        f"{count} {what} line(s) repeat an earlier line with the same value; each was counted once"
+    )
 
 
 def read_trec_run(path: PathLike) -> Run:
     """Read a TREC run file into a :class:`Run`, in trec_eval's order.
 
     Raises :class:`~ragmeter.errors.DataFormatError` (file and line) for a line with fewer
-    than 5 columns, a score that is not a number, or a doc listed twice for one query.
+    than 5 columns, a score that is not a finite number, a doc listed twice for one query,
+    or a line that cannot be read.
     """
-    with open(path, encoding="utf-8") as fh:
-        return parse_trec_run(fh, source=str(path))
+    return _parse_run(text_lines(path), str(path))
 
 
 def parse_trec_run(lines: Iterable[str], *, source: str = "<run>") -> Run:
     """Parse TREC run lines (any iterable of strings) like :func:`read_trec_run`."""
+    return _parse_run(enumerate(lines, 1), source)
+
+
+def _parse_run(lines: Iterable[tuple[int, str]], source: str) -> Run:
     path = source
     scored: dict[str, dict[str, float]] = {}
     first_line: dict[tuple[str, str], int] = {}
@@ -129,9 +172,9 @@ def parse_trec_run(lines: Iterable[str], *, source: str = "<run>") -> Run:
             value = float(score)
         except ValueError:
             value = math.nan
-        if value != value:
+        if not math.isfinite(value):
             raise DataFormatError(
-                f"score must be a number, got {score!r} (query {qid!r}, doc {doc!r})",
+                f"score must be a finite number, got {score!r} (query {qid!r}, doc {doc!r})",
                 path=str(path),
                 line=lineno,
             )
@@ -165,11 +208,16 @@ _WHITESPACE = re.compile(r"\s")
 def _check_id(kind: str, value: object, where: str) -> str:
     """``value`` as a TREC column; it must read back as itself."""
     text = str(value)
-    if not text or _WHITESPACE.search(text) or (kind == "query id" and text.startswith("#")):
+    if (
+        not text
+        or _WHITESPACE.search(text)
+        or (kind == "query id" and text.startswith(("#", "\ufeff")))
+    ):
         raise InvalidInputError(
             f"cannot write {kind} {value!r}{where} to a TREC file: columns are separated by "
             "whitespace, so an id must be non-empty and contain none (and a line starting "
-            "with '#' is a comment, so a query id cannot start with '#')"
+            "with '#' is a comment, so a query id cannot start with '#'; nor with U+FEFF, "
+            "the byte-order mark readers drop)"
         )
     return text
 

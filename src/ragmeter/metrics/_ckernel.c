@@ -6,8 +6,9 @@
  * Python kernel stays the one reference for results *and* for errors. Recognised inputs:
  *
  *   ranked           an exact list or tuple of exact str
- *   judgements       an exact dict with exact str keys and grades that are exact float, bool,
- *                    or exact int with |grade| <= 2**53 (so that comparing as doubles is exact)
+ *   judgements       an exact dict with exact str keys and grades that are exact bool, or exact
+ *                    int or float with |grade| <= 2**53 (ints compare exactly as doubles; a NaN,
+ *                    infinite or larger grade is refused by the Python kernel)
  *   ks               an exact list or tuple of exact int, 1 <= k <= 2**53, strictly ascending
  *   codes            an exact list or tuple of exact int in 0..5 (NDCG ... MAP)
  *   relevance_level  None, an exact float, or an exact int with |level| <= 2**53
@@ -83,7 +84,12 @@ static int
 as_exact_double(PyObject *v, double *out)
 {
     if (PyFloat_CheckExact(v)) {
-        *out = PyFloat_AS_DOUBLE(v);
+        double x = PyFloat_AS_DOUBLE(v);
+        /* NaN, infinities and huge grades go to the Python kernel, which refuses them */
+        if (!(x >= -(double)EXACT_LIMIT && x <= (double)EXACT_LIMIT)) {
+            return 0;
+        }
+        *out = x;
         return 1;
     }
     if (PyLong_CheckExact(v) || PyBool_Check(v)) {

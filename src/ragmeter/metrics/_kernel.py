@@ -32,6 +32,9 @@ from typing import Literal
 
 __all__ = [
     "BACKEND",
+    "MAX_GRADE",
+    "BadGradeError",
+    "NonStrIdsError",
     "RepeatedDocsError",
     "ScoreQuery",
     "c_score_query",
@@ -66,8 +69,26 @@ _LOG2: list[float] = [0.0] + [math.log2(r + 1) for r in range(1, 1025)]
 """``_LOG2[r] == log2(r + 1)``: the DCG discount of 1-based rank ``r``."""
 
 
+MAX_GRADE = float(2**53)
+"""Largest grade magnitude accepted: ints up to 2**53 are exact as doubles, and a sum of
+grades this size stays finite, so no NDCG can overflow to ``inf``/``nan``."""
+
+_STR = frozenset({str})
+
+
 class RepeatedDocsError(Exception):
     """Raised by :func:`score_query` for a scored ranking that repeats a doc id."""
+
+
+class BadGradeError(Exception):
+    """Raised by :func:`score_query` for a grade that is NaN, infinite or beyond
+    :data:`MAX_GRADE`; ``args`` are ``(doc_id, grade)``."""
+
+
+class NonStrIdsError(Exception):
+    """Raised by :func:`py_score_query` when a doc id (in the ranking or the judgements) is
+    not a ``str``: the driver converts int ids with ``str()`` and scores again, so ``1`` and
+    ``"1"`` are the same doc, never silently two (and refuses other kinds of id)."""
 
 
 def _grow(n: int) -> None:
@@ -76,6 +97,13 @@ def _grow(n: int) -> None:
     stop = max(n, 2 * len(_RANKS)) + 1
     _RANKS.extend(range(start, stop))
     _LOG2.extend(math.log2(r + 1) for r in range(start, stop))
+
+
+def _check_str_ids(ranked: Sequence[object], judgements: Mapping[object, object]) -> None:
+    """Raise :class:`NonStrIdsError` unless every id is a ``str`` (or a ``str`` subclass)."""
+    types = set(map(type, ranked)).union(map(type, judgements))
+    if not all(issubclass(t, str) for t in types):
+        raise NonStrIdsError
 
 
 def duplicates_in(ranked: Sequence[str]) -> list[str]:
@@ -123,11 +151,15 @@ def py_score_query(
 
     ``ks`` must be sorted ascending and distinct. Returns ``None`` when the query has no
     relevant judgement (it is not scored). Raises :class:`RepeatedDocsError` when it is
-    scored and ``ranked`` repeats a doc id.
+    scored and ``ranked`` repeats a doc id, :class:`BadGradeError` for a grade that is not
+    finite or beyond :data:`MAX_GRADE`, and :class:`NonStrIdsError` when an id is not a
+    ``str``.
 
     >>> py_score_query(["x", "d1", "d2"], {"d1": 1, "d2": 0}, [1, 2], kernel_codes(["mrr"]), None)
     [0.0, 0.5, 0.5]
     """
+    if not _STR.issuperset(map(type, ranked)) or not _STR.issuperset(map(type, judgements)):
+        _check_str_ids(ranked, judgements)
     n = len(ranked)
     if n > len(_RANKS):
         _grow(n)
@@ -139,6 +171,8 @@ def py_score_query(
     ideal: list[float] = []
     if relevance_level is None:
         for doc, grade in judgements.items():
+            if not -MAX_GRADE <= grade <= MAX_GRADE:  # NaN fails both comparisons
+                raise BadGradeError(doc, grade)
             if grade > 0:
                 ideal.append(grade)
                 r = get(doc)
@@ -153,6 +187,8 @@ def py_score_query(
         ranks = []
         n_rel = 0
         for doc, grade in judgements.items():
+            if not -MAX_GRADE <= grade <= MAX_GRADE:
+                raise BadGradeError(doc, grade)
             if grade >= relevance_level:
                 n_rel += 1
                 r = get(doc)
