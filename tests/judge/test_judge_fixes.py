@@ -15,9 +15,14 @@ from ragmeter.schema import RagSample
 
 
 def _samples(n: int) -> list[RagSample]:
+    # Distinct prompts: identical ones share one judge call since issue 12.
     return [
         RagSample(
-            id=f"s{i}", user_input="q?", response="a", retrieved_contexts=["a"], reference="a"
+            id=f"s{i}",
+            user_input=f"q{i}?",
+            response=f"a{i}",
+            retrieved_contexts=[f"a{i}"],
+            reference=f"a{i}",
         )
         for i in range(n)
     ]

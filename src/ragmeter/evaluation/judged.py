@@ -6,8 +6,10 @@ metrics by :func:`ragmeter.judge.run_judges` (bounded, cached, budgeted), and bo
 one :class:`~ragmeter.report.RagEvalReport`. A judge score that could not be had is ``None``
 for that sample (counted in ``summaries[key].missing``) and its reason is in
 ``details[sample_id][key]``; the report's ``extra`` carries ``judge_calls`` (calls actually
-sent), ``judge_cache_hits``, judge token counts and, when a budget stopped the run,
-``incomplete: True`` with the reason.
+sent), ``judge_cache_hits``, ``judge_deduplicated`` (verdicts shared by identical prompts
+in the run), ``judge_cache_writes_skipped`` (new verdicts the cache did not store, with a
+warning saying why: a read-only cache, a failed write), judge token counts and, when a
+budget stopped the run, ``incomplete: True`` with the reason.
 """
 
 from __future__ import annotations
@@ -137,9 +139,16 @@ def evaluate_with_judges(
     report.extra.update(
         judge_calls=run.calls,
         judge_cache_hits=run.cache_hits,
+        judge_deduplicated=run.deduplicated,
+        judge_cache_writes_skipped=run.cache_writes_skipped,
         judge_input_tokens=run.input_tokens,
         judge_output_tokens=run.output_tokens,
     )
+    if run.cache_writes_skipped and cache is not None:
+        report.warnings.append(
+            f"judge cache {cache.path}: {run.cache_writes_skipped} new verdict(s) were not "
+            f"stored ({run.cache_write_problem}); a re-run will ask the judge for them again"
+        )
     if run.incomplete:
         report.extra["incomplete"] = True
         report.extra["stop_reason"] = run.stop_reason

@@ -16,6 +16,7 @@ from ragmeter.judge.protocol import (
     Message,
     TransientJudgeError,
     clean_identity,
+    function_fingerprint,
     is_transient,
 )
 from ragmeter.judge.runner import (
@@ -47,6 +48,7 @@ __all__ = [
     "clean_identity",
     "default_cache_path",
     "estimate_judges",
+    "function_fingerprint",
     "is_transient",
     "parse_verdict",
     "run_judges",

@@ -7,6 +7,13 @@ settings misses. The file lives in the user cache directory by default
 (``$RAGMETER_CACHE_DIR``, else ``$XDG_CACHE_HOME/ragmeter``, else ``~/.cache/ragmeter``),
 uses WAL journaling and a busy timeout, and is safe for concurrent writers (threads and
 processes).
+
+A file that is not a judge cache (not SQLite, corrupted, another application's database, a
+table ``judge_calls`` with other columns) is refused with a
+:class:`~ragmeter.errors.JudgeCacheError` naming the path and the problem, never a raw
+``sqlite3`` error, and nothing is written into it. A cache the user cannot write (the file
+or its directory is not writable) is opened read-only: hits are served, new verdicts are
+not stored and :meth:`JudgeCache.put` says so (the runner counts them for the report).
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ import json
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragmeter.errors import JudgeCacheError
 from ragmeter.judge.protocol import JudgeReply, Message
 
 __all__ = ["JudgeCache", "cache_key", "default_cache_path"]
@@ -65,52 +74,235 @@ def cache_key(
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-class JudgeCache:
-    """SQLite-backed ``key -> JudgeReply`` store; one connection per thread."""
+_COLUMNS = ("key", "text", "input_tokens", "output_tokens")
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS judge_calls ("
+    " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
+    " input_tokens INTEGER, output_tokens INTEGER)"
+)
+_DELETE_HINT = (
+    "delete it (it holds only cached judge verdicts; they will be asked for again) or use "
+    "another cache path"
+)
+_FOREIGN_HINT = "pass another path (this file is not a ragmeter judge cache; leave it alone)"
+_WRITABLE_HINT = "pass a path in a directory you can write to"
+_READ_ONLY = "the cache is read-only"  # JudgeCache.write_problem of a read-only cache
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+
+def _writable(path: Path) -> bool:
+    effective = os.access in os.supports_effective_ids
+    return os.access(path, os.W_OK, effective_ids=effective)
+
+
+def _problem(exc: sqlite3.Error) -> tuple[str, str]:
+    """What an SQLite error says about the file, and what to do about it."""
+    message = str(exc)
+    if "file is not a database" in message:
+        return "is not an SQLite database (another kind of file, or a corrupted one)", _DELETE_HINT
+    if "malformed" in message or "corrupt" in message:
+        return f"is corrupted ({message})", _DELETE_HINT
+    if "locked" in message or "busy" in message:
+        return (
+            f"stayed locked by another process for longer than the 30 s busy timeout ({message})",
+            "try again when the other run has finished, or use another cache path",
+        )
+    return f"cannot be used ({message})", "check the file and its permissions, or use another path"
+
+
+class JudgeCache:
+    """SQLite-backed ``key -> JudgeReply`` store; one connection per thread.
+
+    ``readonly=None`` (the default) opens the file read-only when this user cannot write it
+    or its directory (``os.access``), else read-write, creating the file and its directory
+    if needed. ``readonly=True`` always opens it read-only (SQLite ``mode=ro``, enforced for
+    every user, root included); the file must exist. In a read-only cache :meth:`get` serves
+    hits and :meth:`put` stores nothing and returns ``False``. When the directory is not
+    writable either, SQLite cannot make the ``-shm`` file a WAL database is read with, and
+    the file is read as ``immutable``: SQLite then assumes that nobody changes it during the
+    run (only someone who can write that directory could).
+
+    Raises :class:`~ragmeter.errors.JudgeCacheError` (an ``InvalidInputError``) for a file
+    that is not a judge cache, or a path where none can be opened or created; :meth:`get`
+    and ``len()`` raise it too for damage found later, when a page is read.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, readonly: bool | None = None
+    ) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS judge_calls ("
-                " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
-                " input_tokens INTEGER, output_tokens INTEGER)"
+        self._immutable = False
+        self._has_table = True
+        self.readonly: bool = bool(readonly)
+        self.write_problem: str | None = None
+        """Why the last :meth:`put` stored nothing (``None`` while every write worked)."""
+        try:
+            self._prepare(readonly)
+        except OSError as exc:  # e.g. a directory on the way that this user cannot enter
+            raise JudgeCacheError(
+                self.path,
+                f"cannot be opened ({exc.strerror or exc})",
+                hint="check the path and its permissions, or use another cache path",
+            ) from None
+        self._open()
+
+    def _prepare(self, readonly: bool | None) -> None:
+        if self.path.is_dir():
+            raise JudgeCacheError(
+                self.path,
+                "is a directory",
+                hint=f"name a file in it, e.g. {self.path / 'judge-cache.sqlite'}",
             )
+        self.readonly = self._detect_readonly() if readonly is None else readonly
+        if self.readonly:
+            self.write_problem = _READ_ONLY
+            if not self.path.exists():
+                raise JudgeCacheError(
+                    self.path,
+                    "does not exist (it is opened read-only, so it is not created)",
+                    hint="pass the path of an existing cache",
+                )
+        else:
+            self._make_parent()
+
+    def _detect_readonly(self) -> bool:
+        if self.path.exists():
+            return not (_writable(self.path) and _writable(self.path.parent))
+        parent = self.path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if parent.is_dir() and not _writable(parent):
+            raise JudgeCacheError(
+                self.path,
+                f"does not exist and cannot be created: the directory {parent} is not writable",
+                hint=_WRITABLE_HINT,
+            )
+        return False
+
+    def _make_parent(self) -> None:
+        parent = self.path.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JudgeCacheError(
+                self.path,
+                f"cannot be created: its directory {parent} cannot be made ({exc.strerror or exc})",
+                hint=_WRITABLE_HINT,
+            ) from None
+
+    def _open(self) -> None:
+        """Connect and check that the file is a judge cache (or empty: then make it one)."""
+        try:
+            try:
+                self._check_schema(self._conn())
+            except sqlite3.OperationalError as exc:
+                cannot_share = "readonly" in str(exc) or "unable to open" in str(exc)
+                if not self.readonly or self._immutable or not cannot_share:
+                    raise
+                # mode=ro on a WAL file needs a -shm file next to it, which cannot be made
+                # in a directory we cannot write; none exists, so no writer has the file
+                # open. Read it as immutable (without the shared-memory index).
+                self.close()
+                self._immutable = True
+                self._check_schema(self._conn())
+        except sqlite3.Error as exc:
+            self.close()
+            raise self._error(exc) from None
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        tables = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+            )
+        ]
+        if "judge_calls" in tables:
+            columns = [str(row[1]) for row in conn.execute("PRAGMA table_info(judge_calls)")]
+            if sorted(columns) != sorted(_COLUMNS):
+                raise JudgeCacheError(
+                    self.path,
+                    f"is not a ragmeter judge cache: its table judge_calls has columns "
+                    f"({', '.join(columns)}), a judge cache's are ({', '.join(_COLUMNS)})",
+                    hint=_FOREIGN_HINT,
+                )
+        elif tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise JudgeCacheError(
+                self.path,
+                f"is another application's SQLite database (tables: {shown}), not a ragmeter "
+                "judge cache",
+                hint=_FOREIGN_HINT,
+            )
+        elif self.readonly:
+            self._has_table = False  # an empty database: every lookup misses
+        else:
+            conn.execute(_CREATE)
+
+    def _error(self, exc: sqlite3.Error) -> JudgeCacheError:
+        problem, hint = _problem(exc)
+        return JudgeCacheError(self.path, problem, hint=hint)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            if self.readonly:
+                flags = "mode=ro&immutable=1" if self._immutable else "mode=ro"
+                uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?{flags}"
+                conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+            else:
+                conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                except sqlite3.Error:
+                    conn.close()
+                    raise
             conn.execute("PRAGMA busy_timeout=30000")
             self._local.conn = conn
         return conn
 
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        try:
+            return self._conn().execute(sql, params).fetchone()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
     def get(self, key: str) -> JudgeReply | None:
         """The cached reply for ``key``, or ``None``."""
-        row = (
-            self._conn()
-            .execute(
-                "SELECT text, input_tokens, output_tokens FROM judge_calls WHERE key = ?", (key,)
-            )
-            .fetchone()
+        if not self._has_table:
+            return None
+        row = self._read(
+            "SELECT text, input_tokens, output_tokens FROM judge_calls WHERE key = ?", (key,)
         )
         if row is None:
             return None
         return JudgeReply(text=row[0], input_tokens=row[1], output_tokens=row[2])
 
-    def put(self, key: str, reply: JudgeReply) -> None:
-        """Store ``reply`` under ``key`` (last writer wins; replies for a key are equivalent)."""
-        self._conn().execute(
-            "INSERT OR REPLACE INTO judge_calls (key, text, input_tokens, output_tokens) "
-            "VALUES (?, ?, ?, ?)",
-            (key, reply.text, reply.input_tokens, reply.output_tokens),
-        )
+    def put(self, key: str, reply: JudgeReply) -> bool:
+        """Store ``reply`` under ``key`` (last writer wins; replies for a key are equivalent).
+
+        Returns ``False`` when nothing was stored: the cache is read-only, or the write
+        failed (a lock held too long, a full disk, a file made read-only meanwhile).
+        :attr:`write_problem` says why. The verdict itself is still good for the run; it
+        only is not cached, so a re-run asks for it again.
+        """
+        if self.readonly:
+            return False
+        try:
+            self._conn().execute(
+                "INSERT OR REPLACE INTO judge_calls (key, text, input_tokens, output_tokens) "
+                "VALUES (?, ?, ?, ?)",
+                (key, reply.text, reply.input_tokens, reply.output_tokens),
+            )
+        except sqlite3.Error as exc:
+            self.write_problem = f"writing failed: {exc}"
+            return False
+        return True
 
     def __len__(self) -> int:
-        row = self._conn().execute("SELECT COUNT(*) FROM judge_calls").fetchone()
+        if not self._has_table:
+            return 0
+        row = self._read("SELECT COUNT(*) FROM judge_calls")
         return int(row[0])
 
     def close(self) -> None:

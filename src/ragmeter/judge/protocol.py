@@ -10,7 +10,10 @@ part of every cache key, so changing model or temperature never reuses a stale v
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import inspect
+import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -22,6 +25,7 @@ __all__ = [
     "Message",
     "TransientJudgeError",
     "clean_identity",
+    "function_fingerprint",
     "is_transient",
 ]
 
@@ -123,25 +127,209 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _immutable_data(value: Any) -> bool:
+    if isinstance(value, _IMMUTABLE):
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return all(_immutable_data(v) for v in value)
+    return False
+
+
+def _data_repr(value: Any) -> str:
+    """A process-independent text for immutable data (frozensets in a fixed order)."""
+    if isinstance(value, frozenset):
+        return "frozenset(" + ",".join(sorted(_data_repr(v) for v in value)) + ")"
+    if isinstance(value, tuple):
+        return "(" + ",".join(_data_repr(v) for v in value) + ",)"
+    return f"{type(value).__name__}:{value!r}"
+
+
+def _name_of(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or "?"
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    return f"{module}.{qualname or type(obj).__qualname__}"
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+class _Fingerprint:
+    """Feeds what decides a callable's behaviour into a hash; see :func:`function_fingerprint`."""
+
+    def __init__(self, root_module: str | None) -> None:
+        self.hash = hashlib.sha256()
+        self.root_module = root_module
+        self.seen: set[int] = set()
+
+    def text(self, *parts: str) -> None:
+        for part in parts:
+            self.hash.update(part.encode("utf-8", "surrogatepass") + b"\0")
+
+    def code(self, code: types.CodeType) -> None:
+        self.text("code", code.co_name, str(code.co_argcount), str(code.co_flags))
+        self.hash.update(code.co_code)
+        self.text(*code.co_names, "|", *code.co_varnames, "|", *code.co_freevars)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                self.code(const)
+            else:
+                self.value(const)
+
+    def value(self, value: Any, *, name: str = "") -> None:
+        """A value the callable reads: immutable data by value, a callable by its code,
+        anything else (mutable containers, objects, modules) by its type or name only."""
+        if name and _is_secret(name):
+            self.text("secret", name)
+        elif _immutable_data(value):
+            self.text("data", name, _data_repr(value))
+        elif isinstance(value, types.ModuleType):
+            self.text("module", name, value.__name__)
+        elif isinstance(value, type):
+            self.text("class", name, _name_of(value))
+        elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+            self.text("callable", name)
+            self.callable(value)
+        else:
+            self.text("object", name, _name_of(type(value)))
+
+    def callable(self, fn: Any) -> None:
+        if id(fn) in self.seen:
+            self.text("again", _name_of(fn))
+            return
+        self.seen.add(id(fn))
+        if isinstance(fn, functools.partial):
+            self.text("partial")
+            self.callable(fn.func)
+            for i, arg in enumerate(fn.args):
+                self.value(arg, name=str(i))
+            for key, arg in sorted(fn.keywords.items()):
+                self.value(arg, name=key)
+        elif isinstance(fn, types.MethodType):
+            self.text("method")
+            self.callable(fn.__func__)
+            self.instance(fn.__self__)
+        elif isinstance(fn, types.FunctionType):
+            self.function(fn)
+        elif (
+            callable(fn)
+            and not isinstance(fn, type)
+            and isinstance(type(fn).__call__, types.FunctionType)
+        ):
+            self.text("instance")  # a callable object: its class's __call__ and its state
+            self.callable(type(fn).__call__)
+            self.instance(fn)
+        else:
+            self.text("named", _name_of(fn))  # a class, a builtin or C function: its name
+
+    def function(self, fn: types.FunctionType) -> None:
+        self.text("function", _name_of(fn))
+        self.code(fn.__code__)
+        defaults = fn.__defaults__ or ()
+        first = fn.__code__.co_argcount - len(defaults)
+        for i, default in enumerate(defaults):
+            self.value(default, name=fn.__code__.co_varnames[first + i])
+        for key, default in sorted((fn.__kwdefaults__ or {}).items()):
+            self.value(default, name=key)
+        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            self.value(contents, name=var)
+        # Module-level names the code reads: constants by value; functions of the same
+        # module (the user's own helpers) by their code. Library functions by name only.
+        for var in sorted(_code_names(fn.__code__)):
+            if var not in fn.__globals__:
+                continue
+            value = fn.__globals__[var]
+            if isinstance(value, types.FunctionType) and value.__module__ != self.root_module:
+                self.text("global", var, _name_of(value))
+            else:
+                self.value(value, name=var)
+
+    def instance(self, obj: Any) -> None:
+        self.text("self", _name_of(type(obj)))
+        state = getattr(obj, "__dict__", None)
+        if isinstance(state, dict):
+            for key, value in sorted(state.items(), key=lambda kv: str(kv[0])):
+                self.value(value, name=str(key))
+
+
+def function_fingerprint(fn: Callable[..., Any]) -> dict[str, str]:
+    """Name and content hash of a callable: what :class:`FunctionJudge` puts in its identity
+    when no ``model`` is named.
+
+    ``function`` is ``module.qualname`` (``<lambda>`` for a lambda). ``code`` is the first
+    16 hex digits of a SHA-256 over the bytecode and constants of the function (and of the
+    functions defined in it), its default arguments, and the values it captures (closure
+    cells), reads from its module (globals) or holds (a callable object's attributes, a
+    ``functools.partial``'s arguments, a bound method's instance), where immutable data
+    (numbers, strings, ``None``, tuples of them) counts by value, functions of the same
+    module by their code, and anything else (lists, dicts, clients, modules) by its type or
+    name only. Values under a secret-like name (``api_key``, ...) count by name only.
+    The hash is the same in every process for the same code and values, and changes with
+    the Python version (the bytecode does).
+
+    >>> a = function_fingerprint(lambda m: '{"score": 1}')
+    >>> b = function_fingerprint(lambda m: '{"score": 0}')
+    >>> a["function"].endswith("<lambda>"), a["code"] != b["code"], len(a["code"])
+    (True, True, 16)
+    """
+    root = getattr(fn, "__module__", None)
+    if isinstance(fn, functools.partial):
+        root = getattr(fn.func, "__module__", None)
+    printer = _Fingerprint(root if isinstance(root, str) else None)
+    printer.callable(fn)
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    name = _name_of(target if inspect.isroutine(target) else type(target))
+    return {"function": name, "code": printer.hash.hexdigest()[:16]}
+
+
+DEFAULT_MODEL = "function"
+"""``FunctionJudge.model`` when none is named: the identity then fingerprints the function."""
+
+
 @dataclass
 class FunctionJudge:
     """A judge around a plain function ``messages -> str | JudgeReply`` (sync or async).
 
     Sync functions run in a worker thread so they never block the event loop.
 
+    ``model`` names what the function asks (``"gpt-4o-mini"``); with ``settings`` it is the
+    identity that keys the cache, so the name is a promise: change it (or a setting) when
+    the function starts giving other verdicts. Left at the default ``"function"``, the
+    identity also carries :func:`function_fingerprint` (the function's qualified name and a
+    hash of its code and captured values), so two different functions never share cached
+    verdicts.
+
     >>> j = FunctionJudge(lambda msgs: '{"score": 1}', model="always-one")
     >>> asyncio.run(j.complete([Message("user", "hi")])).text
     '{"score": 1}'
+    >>> dict(j.identity)
+    {'model': 'always-one'}
+    >>> sorted(FunctionJudge(lambda msgs: '{"score": 1}').identity)
+    ['code', 'function', 'model']
     """
 
     fn: Callable[[Sequence[Message]], str | JudgeReply | Awaitable[str | JudgeReply]]
-    model: str = "function"
+    model: str = DEFAULT_MODEL
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def identity(self) -> Mapping[str, Any]:
-        """``{"model": ..., **settings}``."""
-        return {"model": self.model, **self.settings}
+        """``{"model": ..., **settings}``; with the default model also ``function`` and
+        ``code`` from :func:`function_fingerprint`."""
+        if self.model != DEFAULT_MODEL:
+            return {"model": self.model, **self.settings}
+        return {"model": self.model, **function_fingerprint(self.fn), **self.settings}
 
     async def complete(self, messages: Sequence[Message]) -> JudgeReply:
         """Call the function (in a thread when it is synchronous)."""

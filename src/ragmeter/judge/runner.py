@@ -7,7 +7,14 @@
 * **Honest**: a call that fails for good, or a reply that is not a valid verdict, gives the
   sample ``None`` for that metric with the reason recorded; never NaN, never dropped.
 * **Cached**: replies are stored in a :class:`~ragmeter.judge.cache.JudgeCache`; a re-run is
-  served from it (``cache_hits``) and sends nothing (``calls``).
+  served from it (``cache_hits``) and sends nothing (``calls``). The cache is looked up
+  once for every job up front and again right before each call, so a verdict another
+  process committed in the meantime is used rather than paid for twice. A verdict the
+  cache could not store (read-only cache, failed write) is still used, and counted in
+  ``cache_writes_skipped``.
+* **One call per prompt**: jobs with the same cache key (the same metric, prompt, judge
+  identity and repeat index, e.g. two identical samples) share one call within a run; the
+  others reuse its verdict or its failure (counted in ``deduplicated``, not in ``calls``).
 * **Budgeted**: ``max_calls`` / ``max_tokens`` stop the run cleanly: no new call starts
   past the budget, the rest get ``None`` with reason ``"budget exhausted"`` and the result
   is marked ``incomplete``. :func:`estimate_judges` is the dry run.
@@ -88,7 +95,13 @@ class JudgeEstimate:
 
 @dataclass
 class JudgeRun:
-    """Per-sample judge scores and what it took to get them."""
+    """Per-sample judge scores and what it took to get them.
+
+    ``calls`` counts calls sent (retries included), ``cache_hits`` verdicts served from the
+    cache, ``deduplicated`` verdicts shared with an identical job of the same run.
+    ``cache_writes_skipped`` counts new verdicts the cache did not store, and
+    ``cache_write_problem`` says why (e.g. ``"the cache is read-only"``).
+    """
 
     scores: dict[str, dict[str, float | None]] = field(default_factory=dict)
     reasons: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -99,6 +112,9 @@ class JudgeRun:
     output_tokens: int = 0
     incomplete: bool = False
     stop_reason: str | None = None
+    deduplicated: int = 0
+    cache_writes_skipped: int = 0
+    cache_write_problem: str | None = None
 
 
 @dataclass
@@ -117,17 +133,18 @@ def _plan(
 ) -> tuple[list[_Job], dict[str, dict[str, str]]]:
     jobs: list[_Job] = []
     skipped: dict[str, dict[str, str]] = {}
+    # The identity is read once per metric and run: it may take some work to compute
+    # (FunctionJudge fingerprints its function), and it must not change half-way.
+    identities = [dict(metric.judge.identity) for metric in metrics]
     for sample in samples:
-        for metric in metrics:
+        for metric, identity in zip(metrics, identities, strict=True):
             if not metric.applies_to(sample):
                 need = ", ".join(sorted(metric.needs))
                 skipped.setdefault(sample.id, {})[metric.name] = f"sample lacks one of: {need}"
                 continue
             messages = metric.messages(sample)
             for r in range(metric.repeats):
-                key = cache_key(
-                    metric.name, metric.version, messages, dict(metric.judge.identity), r
-                )
+                key = cache_key(metric.name, metric.version, messages, identity, r)
                 jobs.append(_Job(sample.id, metric, r, messages, key))
     return jobs, skipped
 
@@ -139,14 +156,23 @@ def _estimate_tokens(messages: Sequence[Message]) -> int:
 def estimate_judges(
     samples: Sequence[RagSample], metrics: Sequence[JudgeMetric], *, cache: JudgeCache | None = None
 ) -> JudgeEstimate:
-    """Dry run: how many calls (and roughly how many input tokens) a run would send."""
+    """Dry run: how many calls (and roughly how many input tokens) a run would send.
+
+    ``cached`` counts the verdicts the cache holds; ``calls`` the distinct prompts it does
+    not (identical jobs share one call, as in a run), before retries.
+    """
     jobs, _ = _plan(samples, metrics)
-    cached = sum(1 for j in jobs if cache is not None and cache.get(j.key) is not None)
-    to_send = [j for j in jobs if cache is None or cache.get(j.key) is None]
+    cached = 0
+    to_send: dict[str, _Job] = {}
+    for job in jobs:
+        if cache is not None and cache.get(job.key) is not None:
+            cached += 1
+        else:
+            to_send.setdefault(job.key, job)
     return JudgeEstimate(
         calls=len(to_send),
         cached=cached,
-        input_tokens=sum(_estimate_tokens(j.messages) for j in to_send),
+        input_tokens=sum(_estimate_tokens(j.messages) for j in to_send.values()),
         samples=len(samples),
         metrics=[m.name for m in metrics],
     )
@@ -186,17 +212,21 @@ async def arun_judges(
             run.scores.setdefault(sid, {})[name] = None
             run.reasons.setdefault(sid, {})[name] = why
     pending: list[_Job] = []
+    twins: dict[str, list[_Job]] = {}  # key -> jobs that reuse the first job's verdict
     for job in jobs:
         hit = cache.get(job.key) if cache is not None else None
         if hit is not None:
             job.reply = hit
             run.cache_hits += 1
+        elif job.key in twins:
+            twins[job.key].append(job)
         else:
+            twins[job.key] = []
             pending.append(job)
 
     sem = asyncio.Semaphore(opts.concurrency)
     limiter = _Limiter(opts.requests_per_minute)
-    done = len(jobs) - len(pending)
+    done = run.cache_hits  # twins count as done when the job they wait for is
     total = len(jobs)
     if progress:
         progress(done, total)
@@ -218,6 +248,14 @@ async def arun_judges(
                 # Wait for the rate limiter *before* checking the budget: no await may come
                 # between the check and the count, or waiting tasks would overshoot it.
                 await limiter.wait()
+                if attempt == 0 and cache is not None:
+                    # Another process may have committed this verdict since the lookup
+                    # above (two runs over the same data): use it rather than pay twice.
+                    hit = cache.get(job.key)
+                    if hit is not None:
+                        job.reply = hit
+                        run.cache_hits += 1
+                        break
                 if over_budget():
                     run.incomplete = True
                     job.error = "budget exhausted"
@@ -242,10 +280,15 @@ async def arun_judges(
                 job.reply = reply
                 run.input_tokens += reply.input_tokens or 0
                 run.output_tokens += reply.output_tokens or 0
-                if cache is not None:
-                    cache.put(job.key, reply)
+                if cache is not None and not cache.put(job.key, reply):
+                    run.cache_writes_skipped += 1
+                    run.cache_write_problem = cache.write_problem
                 break
-        done += 1
+        for twin in twins[job.key]:
+            twin.reply, twin.error = job.reply, job.error
+            if twin.reply is not None:
+                run.deduplicated += 1
+        done += 1 + len(twins[job.key])
         if progress:
             progress(done, total)
 
