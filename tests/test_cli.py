@@ -288,7 +288,7 @@ def test_malformed_lines_name_file_and_line(
     code, _, err = invoke(
         capsys, "retrieval", "--qrels", str(TREC / "qrels.test"), "--run", str(binary)
     )
-    assert_one_line_error(code, err, "binary.run", "not UTF-8")
+    assert_one_line_error(code, err, "binary.run", "not valid UTF-8")
 
 
 def test_unknown_metric(capsys: pytest.CaptureFixture[str], run_args: list[str]) -> None:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ragmeter.errors import InvalidInputError, RagmeterError
+from ragmeter.errors import InvalidInputError, RagmeterError, describe_error
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.stats import Comparable, compare, compare_many, gate
 
@@ -60,37 +60,17 @@ def _run_or_exit(fn: Callable[[], T], code: int) -> T:
     try:
         return fn()
     except (RagmeterError, OSError) as exc:
-        message = " ".join(str(exc).split())
+        message = " ".join(describe_error(exc).split())
         typer.echo(f"ragmeter: error: {message}", err=True)
         raise typer.Exit(code) from None
 
 
-def read_qrels_file(path: Path) -> dict[str, dict[str, float]]:
-    """Read qrels in TREC (``qid iter doc grade``) or BEIR TSV (``query-id corpus-id score``).
+def read_qrels_file(path: Path) -> Mapping[str, Mapping[str, float]]:
+    """Read qrels in TREC or BEIR TSV format, or a BEIR directory
+    (:func:`ragmeter.io.read_qrels`)."""
+    from ragmeter.io import read_qrels
 
-    A directory is read as a BEIR dataset (its ``qrels/test.tsv`` or the first of
-    ``qrels/dev.tsv``, ``qrels/train.tsv``, ``qrels.tsv`` that exists). A file is BEIR
-    when its first data line has 3 tab-separated columns, TREC otherwise.
-    """
-    from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
-    from ragmeter.io.trec import read_trec_qrels
-
-    if path.is_dir():
-        for rel in DEFAULT_QRELS_PATHS:
-            if (path / rel).is_file():
-                return read_beir_qrels(path / rel)
-        raise InvalidInputError(
-            f"{path} is a directory without a BEIR qrels file "
-            f"({', '.join(DEFAULT_QRELS_PATHS)}); pass the qrels file itself"
-        )
-    with open(path, encoding="utf-8") as fh:
-        first = next((line for line in fh if line.strip() and not line.startswith("#")), "")
-    if len(first.rstrip("\r\n").split("\t")) == 3:
-        return read_beir_qrels(path)
-    trec: dict[str, dict[str, float]] = {
-        q: {d: float(g) for d, g in row.items()} for q, row in read_trec_qrels(path).items()
-    }
-    return trec
+    return read_qrels(path)
 
 
 def _retrieval_report(

@@ -37,10 +37,10 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from ragmeter.errors import DataFormatError, InvalidInputError, RagmeterError
+from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, describe_error
 from ragmeter.evaluation.retrieval import DEFAULT_K_VALUES, evaluate_run
 from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
-from ragmeter.io.trec import read_trec_qrels, read_trec_run
+from ragmeter.io.trec import read_trec_run
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
 if TYPE_CHECKING:
@@ -149,36 +149,11 @@ def _existing_file(path: Path, what: str) -> Path:
     return path
 
 
-def _reading(path: Path, read: Callable[[Path], T]) -> T:
-    """Call ``read(path)``, turning a non-UTF-8 file into a :class:`DataFormatError`."""
-    try:
-        return read(path)
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(
-            f"not UTF-8 text (byte {exc.start}); is this the right file?", path=str(path)
-        ) from None
-
-
-def _looks_like_beir_qrels(path: Path) -> bool:
-    """A qrels file whose first data line has 3 tab-separated columns is BEIR's TSV."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            stripped = line.strip()
-            if stripped and not stripped.startswith("#"):
-                return len(line.rstrip("\r\n").split("\t")) == 3
-    return False
-
-
-def read_qrels(path: Path) -> dict[str, dict[str, float]]:
+def read_qrels(path: Path) -> Mapping[str, Mapping[str, float]]:
     """Read TREC qrels (``qid iter doc grade``) or a BEIR qrels TSV, detected from the file."""
-    _existing_file(path, "qrels")
+    from ragmeter.io import read_qrels as read_either
 
-    def read(p: Path) -> dict[str, dict[str, float]]:
-        if _looks_like_beir_qrels(p):
-            return read_beir_qrels(p)
-        return {q: {d: float(g) for d, g in row.items()} for q, row in read_trec_qrels(p).items()}
-
-    return _reading(path, read)
+    return read_either(_existing_file(path, "qrels"))
 
 
 def _beir_qrels_path(directory: Path, qrels: str | None) -> Path:
@@ -240,8 +215,9 @@ def trec_eval_lines(report: RetrievalEvalReport, *, per_query: bool = False) -> 
     ``all`` rows starting with ``num_q``. Measures are named as trec_eval names them
     (``ndcg_cut_10``, ``P_10``, ``recall_100``, ``map``, ``map_cut_10``, ``recip_rank``,
     ``success_10``); a key trec_eval has no measure for keeps its ragmeter name. Means are
-    over the scored queries, with judged queries missing from the run as zeros
-    (trec_eval ``-c``).
+    over the scored queries: with judged queries missing from the run as zeros under
+    ``missing_queries="zero"`` (trec_eval ``-c``), over the run's queries only under
+    ``"skip"`` (trec_eval's default).
     """
     keys = sorted(report.metrics, key=_trec_sort_key)
     lines: list[str] = []
@@ -399,6 +375,15 @@ PerQueryOpt = Annotated[
     bool, typer.Option("--per-query", "-q", help="Also print per-query scores (trec_eval -q).")
 ]
 RunOpt = Annotated[Path, typer.Option("--run", "-r", help="TREC run file.", show_default=False)]
+MissingOpt = Annotated[
+    str,
+    typer.Option(
+        "--missing-queries",
+        help="A judged query the run has no ranking for: 'zero' scores it 0 and counts it "
+        "in the mean (= trec_eval -c); 'skip' averages over the run's queries only "
+        "(trec_eval's default). Either way the count is printed.",
+    ),
+]
 
 _DEFAULT_K = ",".join(str(k) for k in DEFAULT_K_VALUES)
 #: The built-in metrics in the order the table shows them (the headline NDCG first).
@@ -411,13 +396,21 @@ def _score_files(
     k: str,
     metrics: Sequence[str] | None,
     relevance_level: float | None,
+    missing_queries: str,
 ) -> RetrievalEvalReport:
     ks = parse_k_values(k)
     names = _split_list(metrics) or list(DISPLAY_METRICS)
+    if missing_queries not in ("zero", "skip"):
+        raise CliError(f"--missing-queries must be 'zero' or 'skip', got {missing_queries!r}")
     _existing_file(run_path, "run")
-    trec_run = _reading(run_path, read_trec_run)
+    trec_run = read_trec_run(run_path)
     return evaluate_run(
-        qrels, trec_run, k_values=ks, metrics=names, relevance_level=relevance_level
+        qrels,
+        trec_run,
+        k_values=ks,
+        metrics=names,
+        relevance_level=relevance_level,
+        missing_queries="skip" if missing_queries == "skip" else "zero",
     )
 
 
@@ -433,12 +426,13 @@ def retrieval(
     k: KOpt = _DEFAULT_K,
     metrics: MetricsOpt = None,
     relevance_level: LevelOpt = None,
+    missing_queries: MissingOpt = "zero",
     as_json: JsonOpt = False,
     trec: TrecOpt = False,
     per_query: PerQueryOpt = False,
 ) -> None:
     """Score a TREC run against qrels (TREC or BEIR format, detected) like trec_eval."""
-    report = _score_files(read_qrels(qrels), run, k, metrics, relevance_level)
+    report = _score_files(read_qrels(qrels), run, k, metrics, relevance_level, missing_queries)
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
 
 
@@ -460,13 +454,14 @@ def beir(
     k: KOpt = _DEFAULT_K,
     metrics: MetricsOpt = None,
     relevance_level: LevelOpt = None,
+    missing_queries: MissingOpt = "zero",
     as_json: JsonOpt = False,
     trec: TrecOpt = False,
     per_query: PerQueryOpt = False,
 ) -> None:
     """Score a TREC run against a BEIR dataset's qrels (the corpus is not loaded)."""
     path = _beir_qrels_path(directory, qrels_file)
-    report = _score_files(_reading(path, read_beir_qrels), run, k, metrics, relevance_level)
+    report = _score_files(read_beir_qrels(path), run, k, metrics, relevance_level, missing_queries)
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
 
 
@@ -756,16 +751,26 @@ def _judge_cache_path(path: Path | None, disabled: bool) -> Path | None:
 
 
 def _open_judge_cache(path: Path | None, *, create: bool = True) -> JudgeCache | None:
-    """Open the cache at ``path`` (``None`` = no cache); a file that is not a judge cache is
-    bad data (exit 1). With ``create=False`` a missing file is not created (dry run)."""
+    """Open the cache at ``path`` (``None`` = no cache); a file that is not a judge cache
+    (not SQLite, corrupted, another application's database) is bad data (exit 1, one line
+    naming the path, the problem and what to do). A cache this user cannot write is opened
+    read-only (new verdicts are then not stored: a warning says how many). With
+    ``create=False`` a missing file is not created (dry run)."""
+    from ragmeter.errors import JudgeCacheError
     from ragmeter.judge.cache import JudgeCache
 
     if path is None or (not create and not path.exists()):
         return None
     try:
         cache = JudgeCache(path)
-        len(cache)  # reads the table: a non-SQLite file fails here, not half-way
-    except sqlite3.Error as exc:
+        len(cache)  # reads the table: a damaged file fails here, not half-way
+    except JudgeCacheError as exc:
+        hint = exc.hint.replace("use another cache path", "pass another --judge-cache PATH")
+        raise InvalidInputError(
+            f"--judge-cache {path}: not a usable judge cache: the file {exc.problem}. "
+            f"To go on, {hint}, or pass --no-judge-cache"
+        ) from None
+    except sqlite3.Error as exc:  # pragma: no cover - JudgeCache maps these itself
         raise InvalidInputError(f"--judge-cache {path}: not a usable judge cache ({exc})") from None
     return cache
 
@@ -1058,6 +1063,11 @@ def eval_command(
         if input_price is None or output_price is None:
             raise CliError("cost_usd needs both --input-price and --output-price")
         prices = {"input": input_price, "output": output_price}
+    elif "cost_usd" in names:
+        raise CliError(
+            "--metrics cost_usd needs token prices: add --input-price and --output-price "
+            "(USD per million prompt / completion tokens)"
+        )
     reader = read_jsonl(data, skip_errors=skip_errors)
     enabled = _progress_wanted(data, as_json)
     total = _count_lines(data) if enabled and data.suffix != ".gz" else None
@@ -1074,7 +1084,10 @@ def eval_command(
         finally:
             samples.close()
         if not loaded:
-            raise InvalidInputError(f"{data}: no samples to score")
+            raise NoSamplesError(
+                f"{data}: no samples to score: the file holds no JSON object "
+                "(JSONL = one JSON object per line)"
+            )
         judged, notes = _judge_metrics(the_judge, judge_names, repeats or 1, loaded)
         judge_keys = [m.name for m in judged]
         err = _stderr()
@@ -1115,6 +1128,12 @@ def eval_command(
     else:
         try:
             report = evaluate_rag(samples, metrics=names or None, k=k, prices=prices)
+        except NoSamplesError:
+            note = f" ({len(reader.skipped)} malformed lines skipped)" if reader.skipped else ""
+            raise NoSamplesError(
+                f"{data}: no samples to score: the file holds no JSON object{note} "
+                "(JSONL = one JSON object per line)"
+            ) from None
         finally:
             samples.close()  # stops the progress bar at once, also on an error
     skipped = list(reader.skipped)
@@ -1202,15 +1221,23 @@ def run(argv: Sequence[str] | None = None) -> int:
     traceback.
     """
     command = typer.main.get_command(app)
+    if sys.stdout is None or sys.stdout.closed:
+        # started with stdout closed (`ragmeter demo >&-`): whatever we print would be lost
+        return _fail("standard output is closed, so the results could not be printed", 1)
     try:
         result = command.main(args=argv, prog_name="ragmeter", standalone_mode=False)
+        sys.stdout.flush()  # a full disk or a closed pipe must not pass as success
     except CliError as exc:
         return _fail(str(exc), 2)
     except RagmeterError as exc:
         return _fail(str(exc), 1)
+    except BrokenPipeError:
+        # the reader went away (`ragmeter ... | head -1`): the output is cut, so not exit 0;
+        # point stdout at /dev/null so the interpreter's exit flush does not complain too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail("standard output was closed before all results were written", 1)
     except OSError as exc:
-        what = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
-        return _fail(what, 1)
+        return _fail(describe_error(exc), 1)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as exc:

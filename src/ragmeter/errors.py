@@ -9,6 +9,7 @@ exception a caller would expect (``ValueError``, ``KeyError``, ``ImportError``):
     │   ├── DataFormatError                   a file line that cannot be parsed (path, line)
     │   ├── DuplicateDocumentError            a ranking that repeats a doc id (query, ids)
     │   ├── NoScorableQueriesError            nothing to average over
+    │   ├── NoSamplesError                    no samples at all
     │   └── InvalidTypeError (TypeError)      an argument of the wrong kind
     ├── UnknownMetricError (KeyError, ValueError)
     └── MissingDependencyError (ImportError)  an optional extra is not installed
@@ -64,6 +65,10 @@ class NoScorableQueriesError(InvalidInputError):
     """No query has a relevant judgement, so there is nothing to average."""
 
 
+class NoSamplesError(InvalidInputError):
+    """An evaluation was given no samples at all (an empty list or file)."""
+
+
 class InvalidTypeError(InvalidInputError, TypeError):
     """An argument of the wrong kind (e.g. not a chat model where one is needed)."""
 
@@ -95,6 +100,17 @@ class MissingDependencyError(RagmeterError, ImportError):
         )
 
 
+def describe_error(exc: BaseException) -> str:
+    """How ``exc`` reads to a user: an ``OSError`` as ``"file: what"``, others as is.
+
+    >>> describe_error(FileNotFoundError(2, "No such file or directory", "nope.json"))
+    'nope.json: No such file or directory'
+    """
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)
+
+
 def check_k(k: object, *, name: str = "k") -> int:
     """Return ``k`` if it is an int >= 1, else raise :class:`InvalidInputError`.
 
@@ -107,3 +123,23 @@ def check_k(k: object, *, name: str = "k") -> int:
             "top-k, it is a slice that means something else)."
         )
     return k
+
+
+class JudgeCacheError(InvalidInputError):
+    """A judge cache file that cannot be used: not an SQLite database, corrupted, another
+    application's database, or a path where no cache can be created.
+
+    ``path`` names the file; ``problem`` says what is wrong with it, as a predicate of "the
+    file" (``"is corrupted (...)"``); ``hint`` what to do, which never advises deleting a
+    file that is not a judge cache. The message joins them and adds running without a cache.
+    """
+
+    def __init__(self, path: object, problem: str, *, hint: str | None = None) -> None:
+        advice = hint or "use another cache path"
+        super().__init__(
+            f"judge cache {path}: the file {problem}. To go on, {advice}, or run without a cache "
+            "(judge_cache=None; --no-judge-cache on the command line)"
+        )
+        self.path = path
+        self.problem = problem
+        self.hint = advice

@@ -16,21 +16,28 @@ Rules (seed 000's ``evaluate_rag`` and seed 003's metric contract):
   ``report.extra["not_computed"]`` says why (the character-level :data:`SPAN_METRICS`, which
   only span-labelled data can have, are left out without a note);
 * an unknown metric name raises :class:`~ragmeter.errors.UnknownMetricError`, no samples
-  raises :class:`~ragmeter.errors.InvalidInputError` (both are ``ValueError``);
+  raises :class:`~ragmeter.errors.NoSamplesError`, and samples on which no metric at all can
+  be computed raise :class:`~ragmeter.errors.InvalidInputError` saying why (all are
+  ``ValueError``);
 * a sample id seen before is reported under ``"<id>#2"``, ``"<id>#3"``... (with a warning);
+* a key that is not a field but looks like one (``respones``, Ragas 0.1's ``ground_truth``)
+  is kept in ``metadata`` as always, and counted in a warning that names the field it
+  probably meant;
 * a metric that raises anything but a :class:`~ragmeter.errors.RagmeterError`, or returns
   NaN, is left out of the results and recorded in ``warnings`` (never scored as 0).
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ragmeter.errors import InvalidInputError, RagmeterError, check_k
+from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
 from ragmeter.metrics import grounding as _grounding
@@ -39,7 +46,7 @@ from ragmeter.metrics import operational as _operational
 from ragmeter.metrics import sample_retrieval as _sample_retrieval
 from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
-from ragmeter.schema import RagSample, SampleLike, coerce_sample
+from ragmeter.schema import RAG_EVAL_ALIASES, RagSample, SampleLike, coerce_sample
 
 __all__ = ["DEFAULT_METRICS", "SEED_METRICS", "SPAN_METRICS", "evaluate_rag"]
 
@@ -72,6 +79,36 @@ _FIELD_HINTS: dict[str, str] = {
     "reference_contexts": "reference_contexts (rag-eval: golden_documents)",
     "relevance": "relevance or reference_ids",
 }
+
+
+_KNOWN_KEYS: tuple[str, ...] = (
+    *(name for name in RagSample.model_fields if name != "metadata"),
+    *RAG_EVAL_ALIASES,
+)
+_OTHER_TOOLS: dict[str, str] = {
+    "ground_truth": "reference",
+    "ground_truths": "references",
+    "contexts": "retrieved_contexts",
+    "query": "user_input",
+    "query_id": "id",
+    "reference_answer": "reference",
+    "doc_ids": "retrieved_ids",
+}
+"""Other tools' names for RagSample fields (Ragas 0.1, LlamaIndex, BEIR) -> the field."""
+_MEANT: dict[str, str | None] = {}
+
+
+def _meant(key: str) -> str | None:
+    """The field an unknown key probably meant (a typo or another tool's name), or None."""
+    if key in _MEANT:
+        return _MEANT[key]
+    guess = _OTHER_TOOLS.get(key.lower())
+    if guess is None and key not in _KNOWN_KEYS:
+        close = difflib.get_close_matches(key.lower(), _KNOWN_KEYS, n=1, cutoff=0.8)
+        guess = close[0] if close else None
+    if len(_MEANT) < 4096:
+        _MEANT[key] = guess
+    return guess
 
 
 def _has(sample: RagSample, field: str) -> bool:
@@ -334,6 +371,7 @@ def evaluate_rag(
     run: dict[str, list[str]] = {}
     qrels: dict[str, dict[str, float]] = {}
     n_dup = 0
+    lookalikes: Counter[tuple[str, str]] = Counter()
     blank = dict.fromkeys([_key(m) for m in resolved])
     collected: dict[str, list[float]] = {key: [] for key in blank}
     active = [(key, score, m.name, collected[key].append) for key, score, m in scored]
@@ -349,6 +387,11 @@ def evaluate_rag(
             sid = f"{sid}#{suffix}"
         row = dict(blank)
         rows[sid] = row
+        if sample.metadata:
+            for key in sample.metadata:
+                meant = _meant(key)
+                if meant is not None:
+                    lookalikes[(key, meant)] += 1
         if pending:
             found = [f for f in pending if _has(sample, f)]
             if found:
@@ -390,7 +433,7 @@ def evaluate_rag(
         skipped_note = ""
         if isinstance(reader_skipped, list) and reader_skipped:
             skipped_note = f" ({len(reader_skipped)} malformed lines were skipped)"
-        raise InvalidInputError(
+        raise NoSamplesError(
             "evaluate_rag got no samples: pass a non-empty list of RagSample objects or "
             f"mappings (or a JSONL file with at least one valid sample){skipped_note}"
         )
@@ -441,10 +484,21 @@ def evaluate_rag(
             f"{n_dup} sample id(s) repeat an earlier one; they are reported as '<id>#2', "
             "'<id>#3', ... in per_sample"
         )
+    for (key, meant), count in lookalikes.most_common():
+        log.append(
+            f"{count} sample(s) have a key {key!r}, which is not a field: it was kept in "
+            f"metadata and not scored. Did you mean {meant!r}?"
+        )
     if not skipped_lines and isinstance(reader_skipped, list):
         skipped_lines = len(reader_skipped)
 
     kept = [m for m in resolved if _key(m) not in dropped]
+    if not kept and not failed:
+        hints = [w for w in log if "Did you mean" in w]
+        raise InvalidInputError(
+            f"no metric could be computed on the {n} sample(s): "
+            + "; ".join([*hints, *not_computed.values()])
+        )
     extra: dict[str, Any] = {}
     if retrieval:
         extra["k"] = k

@@ -28,7 +28,7 @@ import math
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "BACKEND",
@@ -99,7 +99,7 @@ def _grow(n: int) -> None:
     _LOG2.extend(math.log2(r + 1) for r in range(start, stop))
 
 
-def _check_str_ids(ranked: Sequence[object], judgements: Mapping[object, object]) -> None:
+def _check_str_ids(ranked: Sequence[object], judgements: Mapping[Any, object]) -> None:
     """Raise :class:`NonStrIdsError` unless every id is a ``str`` (or a ``str`` subclass)."""
     types = set(map(type, ranked)).union(map(type, judgements))
     if not all(issubclass(t, str) for t in types):
