@@ -10,6 +10,7 @@ exception a caller would expect (``ValueError``, ``KeyError``, ``ImportError``):
     │   ├── DuplicateDocumentError            a ranking that repeats a doc id (query, ids)
     │   ├── NoScorableQueriesError            nothing to average over
     │   ├── NoSamplesError                    no samples at all
+    │   ├── JudgeCacheError                   a judge cache file that cannot be used (path)
     │   └── InvalidTypeError (TypeError)      an argument of the wrong kind
     ├── UnknownMetricError (KeyError, ValueError)
     └── MissingDependencyError (ImportError)  an optional extra is not installed
