@@ -120,10 +120,15 @@ class _Signed(RagMetric):
         return math.inf if sample.response == "Paris" else -math.inf
 
 
-def test_infinite_scores_of_both_signs_average_to_nan_not_a_crash() -> None:
-    report = evaluate_rag(SEED_SAMPLES, metrics=[_Signed()])
-    assert math.isnan(report.metrics["signed_infinity"])
-    assert report.coverage == {"signed_infinity": 2}
+def test_infinite_scores_are_left_out_with_a_warning_never_a_nan_mean() -> None:
+    """Issue 12: a report never holds NaN or an infinity (its JSON must stay valid)."""
+    report = evaluate_rag(SEED_SAMPLES, metrics=[_Signed(), "exact_match"])
+    assert "signed_infinity" not in report.metrics
+    assert any(
+        "'signed_infinity' metric raised ValueError('returned inf')" in w for w in report.warnings
+    )
+    assert all(math.isfinite(v) for v in report.metrics.values())
+    json.loads(report.to_json())
 
 
 @settings(max_examples=200, deadline=None)
@@ -330,6 +335,13 @@ class _NaN(RagMetric):
         return float("nan")
 
 
+class _Inf(RagMetric):
+    name: ClassVar[str] = "inf_metric"
+
+    def score(self, sample: RagSample) -> float | None:
+        return -float("inf")
+
+
 class _Length(RagMetric):
     name: ClassVar[str] = "answer_length"
     needs: ClassVar[frozenset[str]] = frozenset({"response"})
@@ -345,7 +357,7 @@ class _Length(RagMetric):
 def test_custom_metrics_and_a_failing_one() -> None:
     report = evaluate_rag(
         SEED_SAMPLES,
-        metrics=[_Length(), _Boom(), _NaN(), "exact_match"],
+        metrics=[_Length(), _Boom(), _NaN(), _Inf(), "exact_match"],
         warnings=["from caller"],
     )
     assert report.metrics == {"answer_length": 4.5, "exact_match": 0.5}
@@ -355,6 +367,10 @@ def test_custom_metrics_and_a_failing_one() -> None:
     assert any(
         "'nan_metric' metric raised ValueError('returned NaN')" in w for w in report.warnings
     )
+    assert any(
+        "'inf_metric' metric raised ValueError('returned -inf')" in w for w in report.warnings
+    )
+    json.loads(report.to_json())
     assert all("boom" not in row for row in report.per_sample.values())
     first = next(iter(report.per_sample))
     assert report.details[first]["answer_length"] == {"chars": 5}

@@ -24,7 +24,8 @@ Rules (seed 000's ``evaluate_rag`` and seed 003's metric contract):
   is kept in ``metadata`` as always, and counted in a warning that names the field it
   probably meant;
 * a metric that raises anything but a :class:`~ragmeter.errors.RagmeterError`, or returns
-  NaN, is left out of the results and recorded in ``warnings`` (never scored as 0).
+  NaN or an infinity, is left out of the results and recorded in ``warnings`` (never scored
+  as 0, and a report never holds a non-finite number).
 """
 
 from __future__ import annotations
@@ -404,10 +405,11 @@ def evaluate_rag(
             key, score, name, append = entry
             try:
                 value, detail = score(sample)
-                if value is not None and (type(value) is not float or value != value):
+                # ``v - v`` is 0.0 for every finite float, NaN for NaN and the infinities
+                if value is not None and (type(value) is not float or value - value != 0.0):
                     value = float(value)
-                    if value != value:
-                        raise ValueError("returned NaN")
+                    if not math.isfinite(value):
+                        raise ValueError("returned NaN" if value != value else f"returned {value}")
             except RagmeterError:
                 raise
             except Exception as exc:
