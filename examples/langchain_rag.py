@@ -126,10 +126,12 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
         config=[{"callbacks": [handler], "metadata": {"ragmeter_id": q}} for q in qids],
     )
 
-    judged = {q: qrels[q] for q in handler.to_run()}  # joined by ragmeter_id
     ks, metrics = (1, 5, 10), ["ndcg", "recall", "precision", "mrr", "map"]
-    captured = handler.evaluate_retrieval(judged, k_values=ks, metrics=metrics)
+    # Joined by ragmeter_id; only_captured=True scores the captured queries only (a run that
+    # raised would score 0 and be listed in captured.extra["capture"]["failed"]).
+    captured = handler.evaluate_retrieval(qrels, only_captured=True, k_values=ks, metrics=metrics)
     fn = as_retriever_fn(retriever)
+    judged = {q: qrels[q] for q in qids}
     alone = evaluate_retrieval(fn, judged, queries, k_values=ks, metrics=metrics)
     answers = handler.evaluate(
         metrics=["faithfulness", "non_empty_rate", "latency_ms", "total_tokens"]
@@ -146,4 +148,4 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 30)
+    main(*(int(arg) for arg in sys.argv[1:2]))  # no argument: main()'s own default

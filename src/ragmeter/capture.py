@@ -15,6 +15,26 @@ Metadata keys a user can pass with a run (``config["metadata"]`` in LangChain, a
 ``ragmeter_reference_ids`` relevant doc ids (``reference_ids``)
 ``ragmeter_relevance``     graded relevance ``{doc_id: grade}``
 =========================  ==================================================
+
+Rules every adapter follows when captured samples are scored (no silent wrong number):
+
+* **Repeated sample ids.** Every captured sample is scored. The second and later samples
+  with one id are keyed ``"<id>#2"``, ``"<id>#3"``... in :meth:`SampleStore.to_run`,
+  :meth:`~SampleStore.to_qrels` and ``evaluate_rag``'s ``per_sample`` alike, and
+  :meth:`SampleStore.evaluate_retrieval` judges each against the qrels of ``<id>``; the
+  report warns with the counts.
+* **Failed runs.** A sample whose run raised before a ranking was captured (``error`` set,
+  ``retrieved_ids`` ``None``) is reported apart (``report.extra["capture"]["failed"]`` and
+  a warning) and scores 0 (``failed_queries="zero"``) or is left out
+  (``failed_queries="skip"``). A judged query never captured follows ``missing_queries``
+  (``only_captured=True`` is ``missing_queries="skip"``).
+* **Forgotten ids.** When no captured sample id is a qrels query id the scoring is refused;
+  when most are not, or when no (or few) retrieved doc ids appear in the qrels, the report
+  warns and the adapter's logger logs it, naming the option that fixes it in that
+  framework (:class:`Hints`).
+* **Several retriever calls.** :func:`select_calls` picks the ranking a sample scores
+  (``"last"``, ``"first"`` or ``"merge"``, or the calls of one named retriever) and notes
+  when the pick depends on thread timing (calls that ran concurrently).
 """
 
 from __future__ import annotations
@@ -24,25 +44,41 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from ragmeter.errors import InvalidInputError
 from ragmeter.schema import RagSample, samples_to_qrels, samples_to_run
 
 if TYPE_CHECKING:
+    from ragmeter.evaluation.retrieval import MissingQueries
     from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
 __all__ = [
+    "FAILED_QUERIES",
     "ID_KEY",
     "METADATA_FIELDS",
+    "RETRIEVAL",
+    "CallLike",
+    "FailedQueries",
+    "Hints",
+    "IdWatch",
+    "Retrieval",
     "SampleStore",
+    "call_record",
+    "check_retrieval",
     "content_doc_id",
     "describe",
+    "doc_id_problem",
     "fields_from_metadata",
     "jsonable",
     "run_metadata",
+    "sample_id_problem",
+    "sample_keys",
+    "select_calls",
     "validated_sample",
 ]
 
@@ -167,25 +203,417 @@ def _with_errors(fields: dict[str, Any], errors: list[str]) -> dict[str, Any]:
     return {**fields, "metadata": meta}
 
 
+# -- the rules for scoring captured samples (see the module docstring) -----------------------
+
+Retrieval = Literal["last", "first", "merge"]
+RETRIEVAL: dict[str, str] = {
+    "last": "the ranking of the last outermost retriever call to finish",
+    "first": "the ranking of the first outermost retriever call to finish",
+    "merge": "every outermost retriever call's ranking, joined in the order they finished, "
+    "each doc id at its best rank",
+}
+"""What ``retrieval=`` may be (LangChain and LlamaIndex handlers), and what each choice means."""
+
+FailedQueries = Literal["zero", "skip"]
+FAILED_QUERIES: dict[str, str] = {
+    "zero": "a sample whose run failed before a ranking was captured scores 0 and counts in "
+    "the mean",
+    "skip": "a sample whose run failed before a ranking was captured is left out of the mean",
+}
+"""What ``failed_queries=`` may be (``evaluate_retrieval`` of every adapter)."""
+
+
+def _choice(value: object, choices: Mapping[str, str], name: str) -> str:
+    if isinstance(value, str) and value in choices:
+        return value
+    meanings = "; ".join(f"{k!r}: {v}" for k, v in choices.items())
+    raise InvalidInputError(
+        f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r} ({meanings})"
+    )
+
+
+def check_retrieval(value: object) -> Retrieval:
+    """``value`` if it is a :data:`RETRIEVAL` choice, else :class:`InvalidInputError`.
+
+    >>> check_retrieval("merge")
+    'merge'
+    """
+    choice = _choice(value, RETRIEVAL, "retrieval")
+    return "last" if choice == "last" else "first" if choice == "first" else "merge"
+
+
+def _check_failed(value: object) -> FailedQueries:
+    return "zero" if _choice(value, FAILED_QUERIES, "failed_queries") == "zero" else "skip"
+
+
+def _examples(ids: Iterable[object], n: int = 3) -> str:
+    """``'a', 'b', 'c', ...``: the first ``n`` distinct ids, for a message."""
+    shown: list[str] = []
+    for key in dict.fromkeys(ids):
+        if len(shown) == n:
+            shown.append("...")
+            break
+        shown.append(repr(key))
+    return ", ".join(shown)
+
+
+@dataclass(frozen=True)
+class Hints:
+    """How a user of one framework fixes an id problem: the adapters fill it in, and the
+    warnings of :meth:`SampleStore.evaluate_retrieval` quote it (and log with its logger).
+
+    ``sample_id`` says how to give each captured run its query id; ``doc_id`` how to make a
+    retrieved document's id the one the qrels use (naming the current setting).
+    """
+
+    framework: str = "ragmeter"
+    sample_id: str = "Give each sample the query id the qrels use (RagSample.id)."
+    doc_id: str = "Make retrieved_ids the doc ids the qrels use."
+
+    @property
+    def logger(self) -> logging.Logger:
+        """``ragmeter_<framework>`` (``ragmeter`` for the core)."""
+        name = self.framework
+        return logging.getLogger("ragmeter" if name == "ragmeter" else f"ragmeter_{name}")
+
+
+def sample_keys(ids: Iterable[str]) -> list[str]:
+    """The key each sample is scored under: its id, or ``"<id>#2"``, ``"<id>#3"``... for a repeat.
+
+    The rule of ``evaluate_rag``'s ``per_sample`` and of :func:`ragmeter.schema.samples_to_run`:
+    an id already taken gets the first free ``#n`` suffix, so no sample is ever dropped.
+
+    >>> sample_keys(["q1", "q2", "q1", "q1"])
+    ['q1', 'q2', 'q1#2', 'q1#3']
+    """
+    keys: list[str] = []
+    taken: set[str] = set()
+    for sid in ids:
+        key = sid
+        if key in taken:
+            suffix = 2
+            while f"{sid}#{suffix}" in taken:
+                suffix += 1
+            key = f"{sid}#{suffix}"
+        taken.add(key)
+        keys.append(key)
+    return keys
+
+
+def sample_id_problem(
+    sample_ids: Sequence[str], qrels: Mapping[str, Any], hint: str
+) -> tuple[bool, str] | None:
+    """``(fatal, message)`` when no captured sample id, or fewer than half, is a qrels query id.
+
+    ``fatal`` is true when none is (nothing captured can be scored). ``None``: no problem.
+
+    >>> sample_id_problem(["4f1c-9a", "q2"], {"q1": {}, "q2": {}}, "Pass ragmeter_id.")
+    >>> sample_id_problem(["4f1c-9a"], {"q1": {}}, "Pass ragmeter_id.")[0]
+    True
+    """
+    distinct = list(dict.fromkeys(sample_ids))
+    if not distinct:
+        return None
+    unknown = [i for i in distinct if i not in qrels]
+    if len(unknown) == len(distinct):
+        return True, (
+            f"none of the {len(distinct)} captured sample ids (e.g. {_examples(distinct)}) is a "
+            f"query id of the qrels (e.g. {_examples(qrels)}), so nothing captured can be "
+            f"scored. {hint}"
+        )
+    judged = len(distinct) - len(unknown)
+    if judged * 2 < len(distinct):
+        return False, (
+            f"only {judged} of {len(distinct)} captured sample ids are query ids of the qrels; "
+            f"the other {len(unknown)} (e.g. {_examples(unknown)}) are not scored. If they "
+            f"should be: {hint}"
+        )
+    return None
+
+
+def doc_id_problem(
+    run: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, Any]],
+    hint: str,
+    *,
+    truth: str = "the qrels",
+) -> str | None:
+    """A warning when no retrieved doc id, or few, appears anywhere in ``qrels``; else ``None``.
+
+    Only judged queries with a non-empty ranking count. A query *matches* when one of its
+    retrieved ids is judged for any query (a wrong id field matches nothing anywhere, a poor
+    retriever still hits documents judged for some query). No query matching means the run
+    and ``truth`` name documents differently; fewer than half matching says they probably do.
+
+    >>> print(doc_id_problem({"q1": ["3f2a"]}, {"q1": {"d1": 1}}, "Pick the id field."))
+    none of the 1 doc ids retrieved for the 1 judged queries (e.g. '3f2a') appears anywhere
+    in the qrels (whose doc ids are e.g. 'd1'): the two name documents differently, so every
+    score is 0. Pick the id field.
+    """
+    universe = {str(d) for row in qrels.values() for d in row}
+    known = sorted(universe)  # for the message, in a stable order
+    ranked = [ids for q, ids in run.items() if ids and qrels.get(q)]
+    if not ranked or not universe:
+        return None
+    matched = sum(1 for ids in ranked if any(str(d) in universe for d in ids))
+    unmatched = [str(d) for ids in ranked for d in ids if str(d) not in universe]
+    if matched == 0:
+        return (
+            f"none of the {len(set(unmatched))} doc ids retrieved for the {len(ranked)} judged "
+            f"queries (e.g. {_examples(unmatched)}) appears anywhere in {truth} (whose doc ids "
+            f"are e.g. {_examples(known)}): the two name documents differently, so every "
+            f"score is 0. {hint}"
+        )
+    if matched * 2 < len(ranked):
+        return (
+            f"only {matched} of {len(ranked)} judged queries retrieved any doc id that appears "
+            f"in {truth} (retrieved e.g. {_examples(unmatched)}; {truth}: e.g. "
+            f"{_examples(known)}); unless the retriever is that poor, the doc ids probably "
+            f"differ. {hint}"
+        )
+    return None
+
+
+class IdWatch:
+    """Watches queries scored one at a time (a per-query metric) for doc ids that never match.
+
+    :meth:`observe` takes each query's retrieved and judged ids; once ``min_queries``
+    queries have been seen and not one retrieved id was judged for any of them, it returns
+    a warning (and logs it once on ``logger``), on every call until an id matches. Thread-
+    safe; a copy (``copy.deepcopy``, pickling) starts afresh.
+
+    >>> watch = IdWatch("Pass id_map=.", min_queries=2)
+    >>> watch.observe(["n-1"], ["d1"]) is None
+    True
+    >>> print(watch.observe(["n-2"], ["d2"]))
+    none of the doc ids retrieved for 2 queries (e.g. 'n-1', 'n-2') is among the expected
+    ids of any of them (e.g. 'd1', 'd2'): the two name documents differently, so every score
+    is 0. Pass id_map=.
+    """
+
+    _LIMIT = 100_000  # ids kept per side; past it the watch stops collecting
+
+    def __init__(
+        self,
+        hint: str,
+        *,
+        truth: str = "the expected ids",
+        min_queries: int = 5,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.hint = hint
+        self.truth = truth
+        self.min_queries = min_queries
+        self.logger = logger if logger is not None else logging.getLogger("ragmeter")
+        self._lock = threading.Lock()
+        self._retrieved: dict[str, None] = {}
+        self._judged: dict[str, None] = {}
+        self.queries = 0
+        self.matched = False
+        self.warned = False
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> IdWatch:
+        return IdWatch(
+            self.hint, truth=self.truth, min_queries=self.min_queries, logger=self.logger
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "hint": self.hint,
+            "truth": self.truth,
+            "min_queries": self.min_queries,
+            "logger": self.logger.name,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fresh = IdWatch(
+            state["hint"],
+            truth=state["truth"],
+            min_queries=state["min_queries"],
+            logger=logging.getLogger(state["logger"]),
+        )
+        self.__dict__.update(fresh.__dict__)
+
+    def observe(self, retrieved: Iterable[object], judged: Iterable[object]) -> str | None:
+        """Record one query: the warning while no retrieved id was ever judged, else ``None``."""
+        got = [str(d) for d in retrieved]
+        truth = [str(d) for d in judged]
+        if not got or not truth:
+            return None
+        with self._lock:
+            if self.matched:
+                return None
+            self.queries += 1
+            if len(self._retrieved) < self._LIMIT:
+                self._retrieved.update(dict.fromkeys(got))
+                self._judged.update(dict.fromkeys(truth))
+            if any(d in self._judged for d in self._retrieved):
+                self.matched = True
+                self._retrieved.clear()
+                self._judged.clear()
+                return None
+            if self.queries < self.min_queries:
+                return None
+            message = (
+                f"none of the doc ids retrieved for {self.queries} queries (e.g. "
+                f"{_examples(self._retrieved)}) is among {self.truth} of any of them (e.g. "
+                f"{_examples(self._judged)}): the two name documents differently, so every "
+                f"score is 0. {self.hint}"
+            )
+            first, self.warned = not self.warned, True
+        if first:
+            self.logger.warning("%s", message)
+        return message
+
+
+class CallLike(Protocol):
+    """One retriever call as an adapter records it, for :func:`select_calls`."""
+
+    @property
+    def name(self) -> str | None: ...  # the retriever's name (matched by ``retriever_name``)
+
+    @property
+    def depth(self) -> int: ...  # how many retriever calls enclose it (0: outermost)
+
+    @property
+    def ids(self) -> list[str] | None: ...  # its ranking; ``None``: it did not finish
+
+    @property
+    def seq(self) -> int: ...  # completion order within the sample
+
+    @property
+    def start(self) -> float: ...  # ``time.perf_counter()`` when it started
+
+    @property
+    def end(self) -> float | None: ...  # ``time.perf_counter()`` when it ended
+
+    @property
+    def thread(self) -> int: ...  # ``threading.get_ident()`` of the thread it started on
+
+    @property
+    def query(self) -> str | None: ...  # the query it was given
+
+    @property
+    def error(self) -> str | None: ...  # ``"ValueError: ..."`` when it raised
+
+
+def call_record(call: CallLike, used: bool) -> dict[str, Any]:
+    """One retriever call as ``metadata["retriever_calls"]`` lists it (the same in every adapter).
+
+    ``used`` marks the call(s) whose ranking the sample scores; ``error`` is present only when
+    the call raised; ``latency_ms`` is ``None`` for a call that never ended.
+    """
+    out: dict[str, Any] = {
+        "name": call.name,
+        "query": call.query,
+        "depth": call.depth,
+        "ids": call.ids,
+        "latency_ms": None if call.end is None else (call.end - call.start) * 1000.0,
+        "used": used,
+    }
+    if call.error is not None:
+        out["error"] = call.error
+    return out
+
+
+_C = TypeVar("_C", bound=CallLike)
+
+
+def _concurrent(a: CallLike, b: CallLike) -> bool:
+    """Whether ``a`` and ``b`` may have run at the same time (so their order is timing's)."""
+    if a.thread != b.thread:
+        return True
+    a_end = a.end if a.end is not None else math.inf
+    b_end = b.end if b.end is not None else math.inf
+    return a.start < b_end and b.start < a_end
+
+
+def select_calls(
+    calls: Sequence[_C],
+    retrieval: Retrieval,
+    retriever_name: str | None = None,
+    *,
+    name_hint: str = "",
+) -> tuple[list[_C], list[tuple[str, str]]]:
+    """The retriever calls whose ranking a sample scores, and ``(option, note)`` capture notes.
+
+    The candidates are the finished calls named ``retriever_name`` (at any depth) when it is
+    given, else the outermost ones (depth 0), in the order they finished. ``"last"`` takes the
+    last, ``"first"`` the first, ``"merge"`` all of them. When the pick depends on thread
+    timing (a candidate ran concurrently with the chosen one: on another thread, or at the
+    same time under asyncio), a note says so and asks for ``retriever_name`` (``name_hint``
+    says how to name a retriever in that framework); a ``retriever_name`` that matched no
+    call is noted too.
+    """
+    if len(calls) == 1 and retriever_name is None:  # the common case, kept cheap
+        only = calls[0]
+        return ([only] if only.ids is not None and only.depth == 0 else []), []
+    notes: list[tuple[str, str]] = []
+    done = sorted((c for c in calls if c.ids is not None), key=lambda c: c.seq)
+    if retriever_name is not None:
+        pool = [c for c in done if c.name == retriever_name]
+        if not pool and calls:
+            seen = sorted({str(c.name) for c in calls})
+            notes.append(
+                (
+                    "retriever_name",
+                    f"{retriever_name!r} matched no finished retriever call (names seen: "
+                    f"{seen}){'; ' + name_hint if name_hint else ''}",
+                )
+            )
+    else:
+        pool = [c for c in done if c.depth == 0]
+    if not pool:
+        return [], notes
+    if retrieval == "merge":
+        chosen = pool
+        racing = [c for i, c in enumerate(pool) if any(_concurrent(c, o) for o in pool[i + 1 :])]
+        what = "the order in which retrieval='merge' joins their rankings"
+    else:
+        pick = pool[-1] if retrieval == "last" else pool[0]
+        chosen = [pick]
+        racing = [c for c in pool if c is not pick and _concurrent(c, pick)]
+        what = f"which ranking retrieval={retrieval!r} scores"
+    if racing:
+        names = sorted({str(c.name) for c in pool})
+        chooser = (
+            "name a retriever that is called only once"
+            if retriever_name is not None
+            else "pick one with retriever_name="
+        )
+        notes.append(
+            (
+                "retrieval",
+                f"{len(pool)} retriever calls ({', '.join(names)}) ran concurrently, so {what} "
+                f"depends on thread timing; {chooser}"
+                f"{' (' + name_hint + ')' if name_hint else ''}",
+            )
+        )
+    return chosen, notes
+
+
 class SampleStore:
     """A thread-safe, append-only list of captured samples (the adapters' shared surface).
 
     ``max_samples`` bounds memory: when set, the oldest samples are dropped past it (and
-    ``dropped`` counts them).
+    ``dropped`` counts them). ``hints`` is how the adapter's users fix id problems; the
+    warnings of :meth:`evaluate_retrieval` quote it.
 
     >>> store = SampleStore()
     >>> store.add(RagSample(id="q1", retrieved_ids=["d1", "d2"], reference_ids=["d2"]))
+    >>> store.add(RagSample(id="q1", retrieved_ids=["d2"]))
     >>> store.to_run()
-    {'q1': ['d1', 'd2']}
+    {'q1': ['d1', 'd2'], 'q1#2': ['d2']}
     >>> store.evaluate_retrieval({"q1": {"d2": 1}}, k_values=(2,), metrics=["recall"]).metrics
     {'recall@2': 1.0}
     """
 
-    def __init__(self, *, max_samples: int | None = None) -> None:
+    def __init__(self, *, max_samples: int | None = None, hints: Hints | None = None) -> None:
         self._lock = threading.RLock()
         self._samples: list[RagSample] = []
         self.max_samples = max_samples
         self.dropped = 0
+        self.hints = hints if hints is not None else Hints()
 
     def add(self, sample: RagSample) -> None:
         """Append one finished sample."""
@@ -213,11 +641,15 @@ class SampleStore:
             return len(self._samples)
 
     def to_run(self) -> dict[str, list[str]]:
-        """``{sample_id: [doc_id, ...]}``, ready for :func:`ragmeter.evaluate_run`."""
+        """``{sample_id: [doc_id, ...]}``, ready for :func:`ragmeter.evaluate_run`.
+
+        A sample whose id an earlier sample already has is keyed ``"<id>#2"``, ``"<id>#3"``...
+        (as in ``evaluate_rag``'s ``per_sample``); samples without a ranking are left out.
+        """
         return samples_to_run(self.samples)
 
     def to_qrels(self) -> dict[str, dict[str, float]]:
-        """``{sample_id: {doc_id: grade}}`` from the relevance the samples carry."""
+        """``{sample_id: {doc_id: grade}}`` from the relevance the samples carry (same keys)."""
         return samples_to_qrels(self.samples)
 
     def to_jsonl(self, path: str | os.PathLike[str]) -> int:
@@ -233,17 +665,215 @@ class SampleStore:
         return evaluate_rag(self.samples, **kwargs)
 
     def evaluate_retrieval(
-        self, qrels: Mapping[str, Mapping[str, float]] | None = None, **kwargs: Any
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
     ) -> RetrievalEvalReport:
-        """Score the captured run with :func:`ragmeter.evaluate_run`.
+        """Score every captured ranking with :func:`ragmeter.evaluate_run` (kwargs pass through).
 
-        ``qrels`` defaults to the relevance carried by the samples themselves.
+        ``qrels`` defaults to the relevance carried by the samples themselves. The rules:
+
+        * a judged query that was never captured scores 0 and counts in the mean
+          (``missing_queries="zero"``, trec_eval ``-c``, the default), or is left out
+          (``"skip"``; ``only_captured=True`` says the same);
+        * a captured sample whose run failed before a ranking was captured (``error`` set,
+          ``retrieved_ids`` ``None``) scores 0 and counts (``failed_queries="zero"``) or is
+          left out (``"skip"``); either way it is listed in ``report.extra["capture"]
+          ["failed"]`` and a warning counts it. A captured sample that did not fail but has
+          no ranking scores 0 (a warning says so);
+        * a repeated sample id is scored under ``"<id>#2"``... against the qrels of ``<id>``;
+        * no captured sample id among the qrels ids raises
+          :class:`~ragmeter.errors.InvalidInputError`; fewer than half, or retrieved doc ids
+          that (nearly) never appear in the qrels, give a warning that names the fix.
+
+        Every such warning is in ``report.warnings`` and logged (``hints.logger``);
+        ``report.extra["capture"]`` holds the counts (JSON-ready).
         """
         from ragmeter.evaluation.retrieval import evaluate_run
+        from ragmeter.report import WarningLog
 
-        return evaluate_run(
-            qrels if qrels is not None else self.to_qrels(), self.to_run(), **kwargs
+        if only_captured and missing_queries not in (None, "skip"):
+            raise InvalidInputError(
+                f"only_captured=True means missing_queries='skip' (judged queries never captured "
+                f"are left out of the mean), but missing_queries={missing_queries!r} was given "
+                "too: pass one of the two"
+            )
+        missing: Any = missing_queries
+        if missing is None:
+            missing = "skip" if only_captured else "zero"
+        failed_rule = _check_failed(failed_queries)
+        samples = self.samples
+        keys = sample_keys([s.id for s in samples])
+        notes: list[tuple[str, str]] = []
+        judged = self._judgements(qrels, samples, keys, notes)
+
+        run: dict[str, list[str]] = {}
+        failed: list[str] = []
+        unranked: list[str] = []
+        troubled: list[str] = []
+        for key, sample in zip(keys, samples, strict=True):
+            if sample.retrieved_ids is not None:
+                run[key] = list(sample.retrieved_ids)
+            elif key in judged:
+                (failed if sample.error is not None else unranked).append(key)
+            if key in judged and sample.metadata.get("capture_errors"):
+                troubled.append(key)
+        for key in unranked:
+            run[key] = []
+        for key in failed:
+            if failed_rule == "zero":
+                run[key] = []
+            else:
+                del judged[key]
+        if failed and failed_rule == "skip" and not any(q in run for q in judged):
+            raise InvalidInputError(
+                f"every captured sample the qrels judge failed before a ranking was captured "
+                f"({_examples(failed)}; see sample.error), and failed_queries='skip' leaves "
+                "them out: nothing is left to score"
+            )
+        self._note_problems(
+            samples, keys, judged, run, failed, failed_rule, unranked, troubled, notes
         )
+
+        log = kwargs.pop("warnings", None)
+        if log is None:
+            log = WarningLog()
+        for source, message in notes:
+            log.add("capture", source, message)
+            self.hints.logger.warning("ragmeter: %s", message)
+        report = evaluate_run(judged, run, missing_queries=missing, warnings=log, **kwargs)
+        if any(source == "doc_ids" for source, _ in notes):
+            # ours names the fix; the generic one from evaluate_run says less
+            report.warnings = [w for w in report.warnings if "[run] (doc_ids)" not in w]
+        counts = {s.id: 0 for s in samples}
+        for s in samples:
+            counts[s.id] += 1
+        report.extra["capture"] = {
+            "framework": self.hints.framework,
+            "samples": len(samples),
+            "failed": failed,
+            "failed_queries": failed_rule,
+            "unranked": unranked,
+            "repeated": {sid: n for sid, n in counts.items() if n > 1},
+            "unjudged": sum(1 for key in run if key not in judged),
+            "capture_errors": len(troubled),
+        }
+        return report
+
+    def _judgements(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None,
+        samples: Sequence[RagSample],
+        keys: Sequence[str],
+        notes: list[tuple[str, str]],
+    ) -> dict[str, Mapping[str, float]]:
+        """The qrels by sample key: a repeat is judged by its id's row; checks the sample ids."""
+        judged: dict[str, Mapping[str, float]] = {}
+        if qrels is None:
+            for key, sample in zip(keys, samples, strict=True):
+                own = sample.relevance_map()
+                if own is not None:
+                    judged[key] = own
+            if not judged and samples:
+                raise InvalidInputError(
+                    "no captured sample carries ground truth (ragmeter_relevance or "
+                    "ragmeter_reference_ids), so there is nothing to judge the run against: "
+                    "pass qrels={query_id: {doc_id: grade}}"
+                )
+            return judged
+        given = {str(q): row for q, row in qrels.items()}
+        if len(given) != len(qrels):
+            raise InvalidInputError(
+                "two qrels query ids are the same string (e.g. 1 and '1'); keep one of them"
+            )
+        problem = sample_id_problem([s.id for s in samples], given, self.hints.sample_id)
+        if problem is not None:
+            fatal, message = problem
+            if fatal:
+                raise InvalidInputError(message)
+            notes.append(("sample_ids", message))
+        for key, sample in zip(keys, samples, strict=True):
+            if sample.id in given:
+                judged[key] = given[sample.id]
+        captured = {s.id for s in samples}
+        for qid, row in given.items():
+            if qid in captured:
+                continue
+            if qid in judged:
+                raise InvalidInputError(
+                    f"the qrels query {qid!r} has the key a repeated sample is scored under "
+                    f"({qid.rpartition('#')[0]!r} was captured several times); rename that "
+                    "query or capture each query once"
+                )
+            judged[qid] = row
+        return judged
+
+    def _note_problems(
+        self,
+        samples: Sequence[RagSample],
+        keys: Sequence[str],
+        judged: Mapping[str, Mapping[str, float]],
+        run: Mapping[str, Sequence[str]],
+        failed: Sequence[str],
+        failed_rule: FailedQueries,
+        unranked: Sequence[str],
+        troubled: Sequence[str],
+        notes: list[tuple[str, str]],
+    ) -> None:
+        repeats = [key for key, sample in zip(keys, samples, strict=True) if key != sample.id]
+        if repeats:
+            n = len(repeats)
+            notes.append(
+                (
+                    "repeated_ids",
+                    f"{n} sample{'s' if n != 1 else ''} repeat{'' if n != 1 else 's'} an "
+                    f"earlier sample id; each is scored under its own key ({_examples(repeats)}) "
+                    "against the qrels of its id, so every captured run counts in the mean. "
+                    "Capture each query once (or clear() between runs) to weight queries "
+                    "equally.",
+                )
+            )
+        if failed:
+            rule = (
+                "they score 0 and count in the mean (failed_queries='zero'); pass "
+                "failed_queries='skip' to score only the runs that worked"
+                if failed_rule == "zero"
+                else "they are left out of the mean (failed_queries='skip')"
+            )
+            notes.append(
+                (
+                    "failed_queries",
+                    f"{len(failed)} of {len(samples)} captured samples failed before a ranking "
+                    f"was captured ({_examples(failed, 5)}; see sample.error): {rule}",
+                )
+            )
+        if unranked:
+            notes.append(
+                (
+                    "unranked",
+                    f"{len(unranked)} captured samples have no ranking although their run did "
+                    f"not fail ({_examples(unranked)}): no retriever ran, or none was picked "
+                    "(see their metadata['retriever_calls'] and ['capture_errors']); they "
+                    "score 0",
+                )
+            )
+        if troubled:
+            sample_of = dict(zip(keys, samples, strict=True))
+            first = sample_of[troubled[0]].metadata["capture_errors"]
+            notes.append(
+                (
+                    "capture_errors",
+                    f"{len(troubled)} judged samples carry capture problems in "
+                    f"metadata['capture_errors'] (e.g. {troubled[0]!r}: {str(first[0])!r:.300})",
+                )
+            )
+        problem = doc_id_problem({k: v for k, v in run.items() if v}, judged, self.hints.doc_id)
+        if problem is not None:
+            notes.append(("doc_ids", problem))
 
     def extend(self, samples: Iterable[RagSample]) -> None:
         """Append several samples."""

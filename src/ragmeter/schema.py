@@ -226,23 +226,51 @@ def _describe(exc: Exception, sample: Mapping[str, Any], index: int | None) -> s
 
 
 def samples_to_run(samples: Iterable[SampleLike]) -> dict[str, list[str]]:
-    """``{sample_id: retrieved_ids}`` for samples that carry ``retrieved_ids``."""
+    """``{sample_id: retrieved_ids}`` for samples that carry ``retrieved_ids``.
+
+    No sample is dropped: one whose id an earlier sample already has is keyed
+    ``"<id>#2"``, ``"<id>#3"``... (the first free suffix), as in ``evaluate_rag``'s
+    ``per_sample``. Every sample is counted for the suffixes, so the keys here and in
+    :func:`samples_to_qrels` name the same samples.
+
+    >>> samples_to_run([{"id": "q1", "retrieved_ids": ["d1"]}, {"id": "q1", "retrieved_ids": []}])
+    {'q1': ['d1'], 'q1#2': []}
+    """
     run: dict[str, list[str]] = {}
+    taken: set[str] = set()
     for i, s in enumerate(samples):
         sample = coerce_sample(s, index=i)
+        key = sample.id
+        if key in taken:
+            suffix = 2
+            while f"{key}#{suffix}" in taken:
+                suffix += 1
+            key = f"{key}#{suffix}"
+        taken.add(key)
         if sample.retrieved_ids is not None:
-            run[sample.id] = list(sample.retrieved_ids)
+            run[key] = list(sample.retrieved_ids)
     return run
 
 
 def samples_to_qrels(
     samples: Sequence[SampleLike] | Iterable[SampleLike],
 ) -> dict[str, dict[str, float]]:
-    """``{sample_id: relevance_map}`` for samples that carry relevance or reference ids."""
+    """``{sample_id: relevance_map}`` for samples that carry relevance or reference ids.
+
+    Keyed like :func:`samples_to_run` (a repeated id becomes ``"<id>#2"``...).
+    """
     qrels: dict[str, dict[str, float]] = {}
+    taken: set[str] = set()
     for i, s in enumerate(samples):
         sample = coerce_sample(s, index=i)
+        key = sample.id
+        if key in taken:
+            suffix = 2
+            while f"{key}#{suffix}" in taken:
+                suffix += 1
+            key = f"{key}#{suffix}"
+        taken.add(key)
         rel = sample.relevance_map()
         if rel is not None:
-            qrels[sample.id] = rel
+            qrels[key] = rel
     return qrels

@@ -291,3 +291,74 @@ def test_bad_init_arguments(kwargs: dict[str, Any], message: str) -> None:
 def test_unknown_metric_is_refused_at_init() -> None:
     with pytest.raises(UnknownMetricError, match="no metric named 'ndcg@10'"):
         RagmeterRetrievalEvaluator(metrics=["ndcg@10"])
+
+
+# -- ids that never match (issue 12) ---------------------------------------------------------
+
+TEXTS = {
+    "d1": "wing flutter at high speed",
+    "d2": "heat transfer in a nozzle",
+    "d3": "shock waves over a wedge",
+}
+
+
+def _from_store() -> list[list[Document]]:
+    """What a retriever over a store written with the corpus ids returns, for two questions."""
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    store = InMemoryDocumentStore()
+    store.write_documents([D(id=i, content=t) for i, t in TEXTS.items()])
+    retriever = InMemoryBM25Retriever(document_store=store, top_k=2)
+    return [retriever.run(query=q)["documents"] for q in ("wing flutter", "nozzle heat")]
+
+
+def test_ids_that_never_match_the_ground_truth_warn_naming_the_field(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # ground truth written the way Haystack's own evaluators expect it: by content (its
+    # Document.id is then a hash of the text, not the store's id)
+    truth = [[D(content=TEXTS["d1"])], [D(content=TEXTS["d2"])]]
+    retrieved = _from_store()
+    with caplog.at_level("WARNING", logger="ragmeter_haystack"):
+        out = RagmeterRetrievalEvaluator(k_values=[2]).run(
+            ground_truth_documents=truth, retrieved_documents=retrieved
+        )
+    assert out["score"] == 0.0
+    [warning] = [w for w in out["warnings"] if "none of the" in w]
+    assert "document_comparison_field='id'" in warning
+    assert "document_comparison_field='content'" in warning
+    assert not any("(doc_ids)" in w and "[run]" in w for w in out["warnings"])  # ours only
+    assert any("document_comparison_field='content'" in r.getMessage() for r in caplog.records)
+    fixed = RagmeterRetrievalEvaluator(k_values=[2], document_comparison_field="content").run(
+        ground_truth_documents=truth, retrieved_documents=retrieved
+    )
+    assert fixed["score"] == 1.0 and fixed["warnings"] == []
+
+
+def test_most_questions_matching_nothing_is_a_warning() -> None:
+    out = RagmeterRetrievalEvaluator(k_values=[2]).run(
+        ground_truth_documents=[_gt(["a"]), _gt(["b"]), _gt(["c"])],
+        retrieved_documents=[_ret(["a"]), _ret(["x"]), _ret(["y"])],
+    )
+    assert any("only 1 of 3 judged queries" in w for w in out["warnings"])
+
+
+def test_retrieved_documents_without_the_field_are_counted_in_a_warning() -> None:
+    out = RagmeterRetrievalEvaluator(k_values=[2], document_comparison_field="meta.src").run(
+        ground_truth_documents=[[D(id="g", meta={"src": "a"})]],
+        retrieved_documents=[[D(id="r1", meta={"src": "a"}), D(id="r2"), D(id="r3")]],
+    )
+    assert any(
+        "2 of 3 retrieved documents have no value for document_comparison_field='meta.src'" in w
+        for w in out["warnings"]
+    )
+
+
+def test_warnings_is_an_output_of_the_component_in_a_pipeline() -> None:
+    pipe = Pipeline()
+    pipe.add_component("ragmeter", RagmeterRetrievalEvaluator(k_values=[1]))
+    out = pipe.run(
+        {"ragmeter": {"ground_truth_documents": [_gt(["a"])], "retrieved_documents": [_ret(["a"])]}}
+    )["ragmeter"]
+    assert out["warnings"] == [] and out["score"] == 1.0

@@ -159,3 +159,30 @@ def test_unknown_keyword_argument() -> None:
 def test_invalid_value_names_the_field() -> None:
     with pytest.raises(InvalidInputError, match="field 'reference'"):
         RagmeterEvaluator().evaluate(query="q", response="a", reference=["not", "a", "string"])
+
+
+def test_retrieved_ids_that_never_match_the_references_warn(chunked: Any) -> None:
+    """Node ids of chunks given as retrieved_ids against document ids: every score is 0."""
+    index, _, queries, qrels = chunked
+    qe = index.as_query_engine(llm=MockLLM(max_tokens=2), similarity_top_k=5)
+    texts = list(queries.values())
+    responses = [qe.query(t) for t in texts]
+    references = [[d for d, g in qrels[q].items() if g > 0] for q in queries]
+
+    def run(retrieved: list[list[str]]) -> list[Any]:
+        runner = BatchEvalRunner({"ids": RagmeterEvaluator(metrics=["recall"], k=5)}, workers=1)
+        kwargs = {"retrieved_ids": retrieved, "reference_ids": references}
+        out = asyncio.run(runner.aevaluate_responses(texts, responses=responses, ids=kwargs))
+        return list(out["ids"])
+
+    node_ids = [[n.node.node_id for n in r.source_nodes] for r in responses]
+    forgot = run(node_ids)
+    assert all(r.score == 0.0 for r in forgot)
+    warned = [r for r in forgot if r.details.get("warnings")]
+    assert len(warned) == len(texts) - 4  # from the 5th query on
+    assert "ref_doc_id" in warned[0].details["warnings"][0]
+    assert "ref_doc_id" in warned[0].feedback
+    doc_ids = [[n.node.ref_doc_id or "" for n in r.source_nodes] for r in responses]
+    right = run(doc_ids)
+    assert not any(r.details.get("warnings") for r in right)
+    assert any(r.score and r.score > 0 for r in right)

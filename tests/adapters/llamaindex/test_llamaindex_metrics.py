@@ -239,3 +239,33 @@ def test_query_without_relevant_documents() -> None:
 
 def test_empty_retrieval_scores_zero() -> None:
     assert RagmeterRetrievalMetric("recall", 5).compute("q", ["d1"], []).score == 0.0
+
+
+# -- ids that never match (issue 12) ---------------------------------------------------------
+
+
+def test_node_ids_against_document_ids_warn_naming_id_map(
+    chunked: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RetrieverEvaluator passes chunk node ids; expected ids naming documents never match."""
+    index, nodes, queries, qrels = chunked
+    forgot = RagmeterRetrievalMetric("ndcg", 10)
+    evaluator = RetrieverEvaluator(
+        metrics=[forgot], retriever=index.as_retriever(similarity_top_k=10)
+    )
+    with caplog.at_level("WARNING", logger="ragmeter_llamaindex"):
+        results = asyncio.run(_evaluate_all(evaluator, queries, qrels))
+    scored = [r.metric_dict["ndcg@10"] for r in results.values()]
+    assert all(m.score == 0.0 for m in scored)
+    warned = [m.metadata["warning"] for m in scored if "warning" in m.metadata]
+    assert len(warned) == len(queries) - 4  # from the 5th query on
+    assert "id_map=" in warned[0] and "none of the doc ids retrieved for 5 queries" in warned[0]
+    assert len([r for r in caplog.records if "id_map=" in r.getMessage()]) == 1  # logged once
+    node_to_doc = {n.node_id: n.ref_doc_id for n in nodes}
+    mapped = RagmeterRetrievalMetric("ndcg", 10, id_map=node_to_doc)
+    evaluator = RetrieverEvaluator(
+        metrics=[mapped], retriever=index.as_retriever(similarity_top_k=10)
+    )
+    results = asyncio.run(_evaluate_all(evaluator, queries, qrels))
+    assert not any("warning" in r.metric_dict["ndcg@10"].metadata for r in results.values())
+    assert any(r.metric_dict["ndcg@10"].score > 0 for r in results.values())

@@ -17,6 +17,7 @@ from ragmeter.capture import content_doc_id
 from ragmeter.errors import InvalidInputError
 
 __all__ = [
+    "UNMATCHABLE",
     "check_field",
     "check_grade_field",
     "doc_key",
@@ -32,6 +33,9 @@ logger = logging.getLogger("ragmeter_haystack")
 logger.addHandler(logging.NullHandler())
 
 _MISSING = object()
+
+UNMATCHABLE = "\x00unmatchable:"
+"""Prefix of the placeholder id a retrieved document without the comparison field gets."""
 
 
 def check_field(field: object, *, name: str = "document_comparison_field") -> str:
@@ -157,7 +161,7 @@ def ranked_ids(docs: Sequence[Any], *, field: str) -> list[str]:
     out: dict[str, None] = {}
     for rank, doc in enumerate(docs):
         key = doc_key(doc, field)
-        out.setdefault(key if key is not None else f"\x00unmatchable:{rank}", None)
+        out.setdefault(key if key is not None else f"{UNMATCHABLE}{rank}", None)
     return list(out)
 
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ragmeter.capture import (
+    FailedQueries,
+    Hints,
     SampleStore,
     describe,
     fields_from_metadata,
@@ -16,7 +18,8 @@ from ragmeter.capture import (
     validated_sample,
 )
 from ragmeter.errors import InvalidInputError
-from ragmeter.evaluation.retrieval import dedupe_best_rank
+from ragmeter.evaluation.retrieval import MissingQueries, dedupe_best_rank
+from ragmeter.report import RetrievalEvalReport
 from ragmeter.schema import RagSample
 from ragmeter_haystack._documents import check_field, recorded_ids, reply_text, reply_usage
 from ragmeter_haystack._pipeline import (
@@ -32,6 +35,22 @@ logger = logging.getLogger("ragmeter_haystack")
 logger.addHandler(logging.NullHandler())
 
 _QUESTION_INPUTS = ("query", "question")
+
+SAMPLE_ID_HINT = (
+    "Haystack: pass each query id to the recorder, recorder.run(data, sample_id=qid) (or "
+    "metadata={'ragmeter_id': qid}); without it a sample's id is a new uuid."
+)
+
+
+def doc_id_hint(field: str) -> str:
+    """How a Haystack user makes recorded ids the qrels' doc ids, given ``doc_id_field``."""
+    return (
+        f"Haystack: the recorder reads each document's doc_id_field={field!r}; if the qrels "
+        "name documents another way, pass RagmeterRecorder(..., doc_id_field='content') "
+        "(Haystack's own evaluators compare 'content' by default) or "
+        "doc_id_field='meta.<key>', or write the documents with the qrels' ids "
+        "(Document(id=...))."
+    )
 
 
 class RagmeterRecorder(SampleStore):
@@ -103,11 +122,13 @@ class RagmeterRecorder(SampleStore):
         :raises ValueError: When a named component is not in the pipeline (or lacks the
             output), or the default choice is ambiguous.
         """
-        super().__init__(max_samples=max_samples)
+        field = check_field(doc_id_field, name="doc_id_field")
+        hints = Hints("haystack", SAMPLE_ID_HINT, doc_id_hint(field))
+        super().__init__(max_samples=max_samples, hints=hints)
         self.pipeline = pipeline
         self.documents_output = documents_output
         self.replies_output = replies_output
-        self.doc_id_field = check_field(doc_id_field, name="doc_id_field")
+        self.doc_id_field = field
         if retriever is not None:
             check_component(pipeline, retriever, role="retriever", socket=documents_output)
         else:
@@ -145,6 +166,31 @@ class RagmeterRecorder(SampleStore):
         evicted), so evaluation code does not depend on the framework.
         """
         return self
+
+    def evaluate_retrieval(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
+    ) -> RetrievalEvalReport:
+        """Score the recorded run with ``evaluate_run`` (``qrels`` default: the samples' own).
+
+        A judged query never run scores 0 (trec_eval ``-c``) unless ``only_captured=True``
+        (= ``missing_queries="skip"``); a run whose pipeline raised scores 0 unless
+        ``failed_queries="skip"``, and is listed in ``report.extra["capture"]["failed"]``;
+        a repeated ``sample_id`` is scored as ``"<id>#2"``... See
+        :meth:`ragmeter.capture.SampleStore.evaluate_retrieval`.
+        """
+        return super().evaluate_retrieval(
+            qrels,
+            only_captured=only_captured,
+            missing_queries=missing_queries,
+            failed_queries=failed_queries,
+            **kwargs,
+        )
 
     # -- running ---------------------------------------------------------------------------
 

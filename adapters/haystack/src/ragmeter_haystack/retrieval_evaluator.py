@@ -9,14 +9,33 @@ from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 
+from ragmeter.capture import doc_id_problem
 from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.metrics.registry import get_metric
-from ragmeter_haystack._documents import check_field, check_grade_field, qrels_row, ranked_ids
+from ragmeter_haystack._documents import (
+    UNMATCHABLE,
+    check_field,
+    check_grade_field,
+    qrels_row,
+    ranked_ids,
+)
 
 __all__ = ["DEFAULT_K_VALUES", "DEFAULT_METRICS", "RagmeterRetrievalEvaluator"]
 
 logger = logging.getLogger("ragmeter_haystack")
+
+
+def comparison_hint(field: str) -> str:
+    """How to fix ids that never match, given ``document_comparison_field``."""
+    return (
+        f"Haystack: documents are matched on document_comparison_field={field!r}. Ground-truth "
+        "Documents built from text (Document(content=...)) get a hash of it as their id, not "
+        "the store's id; Haystack's own Document*Evaluators compare 'content' by default: "
+        "pass RagmeterRetrievalEvaluator(document_comparison_field='content') or "
+        "'meta.<key>'."
+    )
+
 
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate")
 DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10)
@@ -50,7 +69,11 @@ class RagmeterRetrievalEvaluator:
     ``score`` is the mean of ``score_metric`` (NDCG@10 by default) and ``individual_scores``
     its per-question values, the shape ``haystack.evaluation.EvaluationRunResult`` reads;
     ``metrics`` holds the mean of every ``metric@k`` and ``individual_metrics`` the
-    per-question rows. All values are plain Python floats.
+    per-question rows. All values are plain Python floats. ``warnings`` lists what could make
+    the numbers wrong (each also logged on ``ragmeter_haystack``): retrieved ids that never,
+    or for most questions never, appear in any ground truth (the comparison field probably
+    differs: Haystack's own evaluators compare ``"content"``), and retrieved documents
+    without a value for the comparison field.
 
     Usage example (Haystack's own NDCG example, which gives the same number here):
 
@@ -145,6 +168,7 @@ class RagmeterRetrievalEvaluator:
         individual_scores=list[float],
         metrics=dict[str, float],
         individual_metrics=list[dict[str, float] | None],
+        warnings=list[str],
     )
     def run(
         self,
@@ -157,7 +181,8 @@ class RagmeterRetrievalEvaluator:
         :param retrieved_documents: One ranked list (best first) per question.
         :returns: ``score`` (mean ``score_metric``), ``individual_scores`` (one per question,
             ``nan`` for a question with no relevant ground truth), ``metrics`` (mean of every
-            ``metric@k``) and ``individual_metrics`` (one dict per question, or ``None``).
+            ``metric@k``), ``individual_metrics`` (one dict per question, or ``None``) and
+            ``warnings`` (plain-English cautions about the numbers; also logged).
         :raises ValueError: When the two lists differ in length, a question mixes graded and
             ungraded ground truth, a ground-truth document lacks the comparison field, or no
             question has a relevant ground-truth document.
@@ -185,7 +210,21 @@ class RagmeterRetrievalEvaluator:
             metrics=self.metrics,
             relevance_level=self.relevance_level,
         )
-        for warning in report.warnings:
+        warnings = list(report.warnings)
+        found = {q: [d for d in ids if not d.startswith(UNMATCHABLE)] for q, ids in run.items()}
+        problem = doc_id_problem(
+            found, qrels, comparison_hint(field), truth="the ground-truth documents"
+        )
+        if problem is not None:  # names the fix, unlike the generic note of evaluate_run
+            warnings = [w for w in warnings if "(doc_ids)" not in w] + [problem]
+        retrieved = sum(len(ids) for ids in run.values())
+        unmatchable = retrieved - sum(len(ids) for ids in found.values())
+        if unmatchable:
+            warnings.append(
+                f"{unmatchable} of {retrieved} retrieved documents have no value for "
+                f"document_comparison_field={field!r}; they keep their rank and match nothing"
+            )
+        for warning in warnings:
             logger.warning("%s", warning)
         rows: list[dict[str, float] | None] = []
         for i in range(n):
@@ -204,4 +243,5 @@ class RagmeterRetrievalEvaluator:
             "individual_scores": [math.nan if row is None else row[key] for row in rows],
             "metrics": {k: float(v) for k, v in report.metrics.items()},
             "individual_metrics": rows,
+            "warnings": warnings,
         }

@@ -14,17 +14,37 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from ragmeter.capture import SampleStore
+from ragmeter.capture import FailedQueries, Hints, SampleStore, check_retrieval
 from ragmeter.errors import InvalidInputError
+from ragmeter.evaluation.retrieval import MissingQueries
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import RagSample
 from ragmeter_langchain._convert import DEFAULT_ID_KEY, DocIdFn, TextFn
-from ragmeter_langchain._runs import UNSET, Options, ResponseFrom, Retrieval, Runs
+from ragmeter_langchain._runs import FRAMEWORK, UNSET, Options, ResponseFrom, Retrieval, Runs
 
 __all__ = ["RagmeterCallbackHandler"]
 
-_RETRIEVAL = ("last", "first", "merge")
 _RESPONSE_FROM = ("llm", "output")
+
+SAMPLE_ID_HINT = (
+    "LangChain: pass each run's query id in its config, config={'metadata': {'ragmeter_id': "
+    "qid}} (for batch, a list of configs, one per input); without it a sample's id is the "
+    "run's run_id."
+)
+
+
+def doc_id_hint(options: Options) -> str:
+    """How a LangChain user makes retrieved ids the qrels' doc ids, given the current options."""
+    if options.doc_id is not None:
+        now = "your doc_id= function decides each id"
+    else:
+        key = "" if options.id_key is None else f"metadata[{options.id_key!r}], else "
+        now = f"ids are Document.id, else {key}a content hash ('sha256:...')"
+    return (
+        f"LangChain: {now}. Pass RagmeterCallbackHandler(doc_id=lambda doc: "
+        "doc.metadata['<your id key>']) or id_key='<metadata key>', or give the documents "
+        "the qrels' ids (vector stores: add_documents(docs, ids=[...]))."
+    )
 
 
 class RagmeterCallbackHandler(BaseCallbackHandler):
@@ -48,7 +68,10 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
       ``retrieved_ids`` lists each id once, at its best rank (a ranking repeats no document;
       chunks of one source collapse), ``retrieved_contexts`` every distinct text in rank
       order. Every retriever call (name, query, depth, raw ids, latency, error) is kept in
-      ``metadata["retriever_calls"]``, with ``used`` marking the one(s) chosen.
+      ``metadata["retriever_calls"]``, with ``used`` marking the one(s) chosen. When the
+      candidates ran concurrently (``RunnableParallel``, ``asyncio.gather``), which one is
+      "last" or "first" depends on thread timing: ``capture_errors`` says so, and
+      ``retriever_name`` makes the pick deterministic.
     * ``response``: the text of the last LLM / chat-model call to finish, else the root
       output (``response_from="output"`` reads the root output, with ``output_key``).
     * ``latency_ms`` (root start to end), ``input_tokens``/``output_tokens`` summed over the
@@ -90,10 +113,7 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
         max_open_runs: int = 10_000,
     ) -> None:
         super().__init__()
-        if retrieval not in _RETRIEVAL:
-            raise InvalidInputError(
-                f"retrieval must be one of {', '.join(map(repr, _RETRIEVAL))}, got {retrieval!r}"
-            )
+        retrieval = check_retrieval(retrieval)
         if response_from is not None and response_from not in _RESPONSE_FROM:
             raise InvalidInputError(
                 f"response_from must be 'llm' or 'output' (or None: 'output' when output_key "
@@ -115,7 +135,8 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
             doc_id=doc_id,
             max_open_runs=max_open_runs,
         )
-        self._store = SampleStore(max_samples=max_samples)
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(self.options))
+        self._store = SampleStore(max_samples=max_samples, hints=hints)
         self._runs = Runs(self.options, self._store)
 
     # -- the captured data (the surface every ragmeter adapter shares) --------------------
@@ -161,14 +182,29 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
         return self._store.evaluate(**kwargs)
 
     def evaluate_retrieval(
-        self, qrels: Mapping[str, Mapping[str, float]] | None = None, **kwargs: Any
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
     ) -> RetrievalEvalReport:
         """Score the captured run with ``evaluate_run`` (``qrels`` default: the samples' own).
 
-        trec_eval's rule applies: a judged query missing from the run scores 0, so pass the
-        qrels of the queries you captured.
+        A judged query never captured scores 0 (trec_eval ``-c``) unless
+        ``only_captured=True`` (= ``missing_queries="skip"``); a sample whose run failed
+        before a ranking was captured scores 0 unless ``failed_queries="skip"``, and is
+        listed in ``report.extra["capture"]["failed"]``; a repeated ``ragmeter_id`` is scored
+        as ``"<id>#2"``... See :meth:`ragmeter.capture.SampleStore.evaluate_retrieval`.
         """
-        return self._store.evaluate_retrieval(qrels, **kwargs)
+        return self._store.evaluate_retrieval(
+            qrels,
+            only_captured=only_captured,
+            missing_queries=missing_queries,
+            failed_queries=failed_queries,
+            **kwargs,
+        )
 
     def clear(self) -> None:
         """Forget the captured samples (runs still in flight are kept and finish normally)."""

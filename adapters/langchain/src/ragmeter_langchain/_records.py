@@ -6,11 +6,13 @@ the rule that turns the chosen retriever calls into one ranking.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
+from ragmeter.capture import call_record
 from ragmeter.evaluation.retrieval import dedupe_best_rank
 
 __all__ = ["UNSET", "Call", "Node", "Root", "ranking", "run_name"]
@@ -22,31 +24,33 @@ UNSET: Any = object()
 class Call:
     """One retriever call inside a root run (kept for drill-down)."""
 
-    __slots__ = ("depth", "error", "ids", "latency_ms", "name", "query", "seq", "start", "texts")
+    __slots__ = (
+        "depth",
+        "end",
+        "error",
+        "ids",
+        "name",
+        "query",
+        "seq",
+        "start",
+        "texts",
+        "thread",
+    )
 
     def __init__(self, name: str | None, query: Any, depth: int) -> None:
         self.name = name
         self.query = query if isinstance(query, str) else None
         self.depth = depth
         self.start = time.perf_counter()
+        self.end: float | None = None
+        self.thread = threading.get_ident()
         self.ids: list[str] | None = None
         self.texts: list[str] | None = None
         self.error: str | None = None
-        self.latency_ms: float | None = None
         self.seq = -1
 
     def to_dict(self, used: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "query": self.query,
-            "depth": self.depth,
-            "ids": self.ids,
-            "latency_ms": self.latency_ms,
-            "used": used,
-        }
-        if self.error is not None:
-            out["error"] = self.error
-        return out
+        return call_record(self, used)
 
 
 class Root:

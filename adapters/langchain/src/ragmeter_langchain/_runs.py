@@ -21,10 +21,12 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ragmeter.capture import (
+    Retrieval,
     SampleStore,
     describe,
     fields_from_metadata,
     run_metadata,
+    select_calls,
     validated_sample,
 )
 from ragmeter.schema import RagSample
@@ -46,7 +48,6 @@ logger.addHandler(logging.NullHandler())
 FRAMEWORK = "langchain"
 """``sample.metadata["framework"]`` (the name ``ragmeter_langchain.judge`` reports too)."""
 
-Retrieval = Literal["last", "first", "merge"]
 ResponseFrom = Literal["llm", "output"]
 
 _IN_USER_CODE: ContextVar[bool] = ContextVar("ragmeter_langchain_in_user_code", default=False)
@@ -179,7 +180,7 @@ class Runs:
             _IN_USER_CODE.reset(token)
         with self.lock:
             call.ids, call.texts = ids, texts
-            call.latency_ms = (time.perf_counter() - call.start) * 1000.0
+            call.end = time.perf_counter()
             call.seq = next(self._seq)
         for note in notes:
             self.note(node[0], "doc_id", note)
@@ -191,7 +192,7 @@ class Runs:
             call = node[2]
             with self.lock:
                 call.error = describe(error)
-                call.latency_ms = (time.perf_counter() - call.start) * 1000.0
+                call.end = time.perf_counter()
 
     def llm_end(self, run_id: UUID, response: Any) -> None:
         """A model call ended: its text becomes the candidate response; usage is summed."""
@@ -250,25 +251,14 @@ class Runs:
 
     def _select(self, root: Root) -> list[Call]:
         options = self.options
-        done = sorted((c for c in root.calls if c.ids is not None), key=lambda c: c.seq)
-        if options.retriever_name is not None:
-            chosen = [c for c in done if c.name == options.retriever_name]
-            if not chosen and root.calls:
-                seen = sorted({str(c.name) for c in root.calls})
-                self.note(
-                    root,
-                    "retriever_name",
-                    f"{options.retriever_name!r} matched no finished retriever call (names "
-                    f"seen: {seen}); name a retriever with retriever.with_config(run_name=...)",
-                )
-        else:
-            chosen = [c for c in done if c.depth == 0]
-        if not chosen:
-            return []
-        if options.retrieval == "last":
-            return [chosen[-1]]
-        if options.retrieval == "first":
-            return [chosen[0]]
+        chosen, notes = select_calls(
+            root.calls,
+            options.retrieval,
+            options.retriever_name,
+            name_hint="name a retriever with retriever.with_config(run_name=...)",
+        )
+        for where, message in notes:
+            self.note(root, where, message)
         return chosen
 
     def _build(self, root: Root, elapsed_ms: float, error: BaseException | None) -> RagSample:

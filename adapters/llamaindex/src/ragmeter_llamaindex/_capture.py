@@ -3,13 +3,17 @@
 :class:`Capture` keeps the span tree (``span id -> parent id``) and spots query spans: a
 ``query``/``aquery`` call on any ``BaseQueryEngine`` (``CustomQueryEngine`` included, which
 emits no ``QueryStartEvent``). A *top-level query* is one with no enclosing query span
-being captured; the retriever calls inside it (``RetrievalEndEvent``, also those of
-sub-engines) belong to its sample. Everything is keyed by span id, so concurrent ``aquery``
-calls and threads never mix their samples; a span's entry is dropped when it closes.
+being captured; every retriever call inside it (``RetrievalStartEvent``/``EndEvent``, also
+those of sub-engines) is kept as one call of its sample, with its own ranking, depth (how
+many retriever calls enclose it) and timing, and
+:func:`ragmeter.capture.select_calls` picks the ranking the sample scores (``retrieval=``,
+``retriever_name=``). Everything is keyed by span id, so concurrent ``aquery`` calls and
+threads never mix their samples; a span's entry is dropped when it closes.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -29,11 +33,15 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ragmeter.capture import (
+    Hints,
+    Retrieval,
     SampleStore,
+    call_record,
     describe,
     fields_from_metadata,
     jsonable,
     run_metadata,
+    select_calls,
     validated_sample,
 )
 from ragmeter.evaluation.retrieval import dedupe_best_rank
@@ -59,6 +67,12 @@ def _method_of(span_id: str) -> str:
     return name.rpartition(".")[2]
 
 
+def _class_of(span_id: str) -> str:
+    """``"VectorIndexRetriever"`` from a span id ``"VectorIndexRetriever.retrieve-<uuid4>"``."""
+    name = span_id[:-37] if len(span_id) > 37 and span_id[-37] == "-" else span_id
+    return name.rpartition(".")[0] or name
+
+
 def _query_text(query: Any) -> str | None:
     if isinstance(query, QueryBundle):
         return query.query_str
@@ -70,32 +84,74 @@ def _text(scored: NodeWithScore) -> str:
     return text if isinstance(text, str) else scored.node.get_content()
 
 
+class _Call:
+    """One retriever call inside a top-level query (a :class:`ragmeter.capture.CallLike`)."""
+
+    __slots__ = (
+        "depth",
+        "end",
+        "error",
+        "ids",
+        "name",
+        "nodes",
+        "query",
+        "seq",
+        "start",
+        "thread",
+    )
+
+    def __init__(self, name: str, query: str | None, depth: int) -> None:
+        self.name = name
+        self.query = query
+        self.depth = depth
+        self.start = time.perf_counter()
+        self.thread = threading.get_ident()
+        self.end: float | None = None
+        self.seq = -1
+        self.nodes: list[NodeWithScore] | None = None
+        self.ids: list[str] | None = None  # set from ``nodes`` when the sample is built
+        self.error: str | None = None
+
+    def to_dict(self, used: bool) -> dict[str, Any]:
+        return call_record(self, used)
+
+
 class _Pending:
     """What is known about a top-level query while it runs."""
 
-    __slots__ = ("errors", "nodes", "query", "retrieved", "start", "tags")
+    __slots__ = ("calls", "errors", "query", "start", "tags")
 
     def __init__(self, query: str | None, tags: dict[str, Any]) -> None:
         self.query = query
         self.tags = tags
         self.start = time.perf_counter()
-        self.nodes: list[NodeWithScore] = []
-        self.retrieved = False
+        self.calls: list[_Call] = []
         self.errors: list[str] = []
 
 
 class Capture:
     """The capture state and logic shared by the event handler and the span tracker."""
 
-    def __init__(self, id_field: IdField, max_samples: int | None) -> None:
+    def __init__(
+        self,
+        id_field: IdField,
+        max_samples: int | None,
+        *,
+        retrieval: Retrieval = "last",
+        retriever_name: str | None = None,
+        hints: Hints | None = None,
+    ) -> None:
         self.id_field = id_field
-        self.store = SampleStore(max_samples=max_samples)
+        self.retrieval: Retrieval = retrieval
+        self.retriever_name = retriever_name
+        self.store = SampleStore(max_samples=max_samples, hints=hints)
         self.lock = threading.RLock()
         self.parents: dict[str, str | None] = {}
         self.roots: dict[str, _Pending] = {}
-        self.retrievals: dict[str, str] = {}  # top-level retrieval span -> its query span
+        self.retrievals: dict[str, _Call] = {}  # open retrieval span -> its call
         self.errors = 0
         self.logged = False
+        self._seq = itertools.count()
 
     def reset(self) -> None:
         with self.lock:
@@ -135,7 +191,10 @@ class Capture:
         try:
             with self.lock:
                 self.parents.pop(span_id, None)
-                self.retrievals.pop(span_id, None)
+                call = self.retrievals.pop(span_id, None)
+                if call is not None and call.nodes is None and err is not None:
+                    call.error = describe(err)
+                    call.end = time.perf_counter()
                 pending = self.roots.pop(span_id, None)
             if pending is not None:
                 self.finish(pending, result, err)
@@ -150,21 +209,28 @@ class Capture:
             return
         with self.lock:
             span = self.parents.get(sid)
+            depth = 0
             for _ in range(_MAX_DEPTH):
-                if span is None or span in self.retrievals:
-                    return  # outside any captured query, or inside a captured retrieval
-                if span in self.roots:
-                    self.retrievals[sid] = span
+                if span is None:
+                    return  # outside any captured query
+                if span in self.retrievals:
+                    depth += 1  # nested in another retriever call (a fusion retriever's member)
+                pending = self.roots.get(span)
+                if pending is not None:
+                    query = _query_text(getattr(event, "str_or_query_bundle", None))
+                    call = _Call(_class_of(sid), query, depth)
+                    pending.calls.append(call)
+                    self.retrievals[sid] = call
                     return
                 span = self.parents.get(span)
 
     def retrieval_end(self, event: RetrievalEndEvent) -> None:
         with self.lock:
-            root = self.retrievals.pop(event.span_id or "", None)
-            pending = self.roots.get(root) if root is not None else None
-            if pending is not None:
-                pending.nodes.extend(event.nodes)
-                pending.retrieved = True
+            call = self.retrievals.get(event.span_id or "")
+            if call is not None and call.nodes is None:
+                call.nodes = list(event.nodes)
+                call.end = time.perf_counter()
+                call.seq = next(self._seq)
 
     # -- samples ------------------------------------------------------------------------
 
@@ -189,28 +255,46 @@ class Capture:
         else:
             logger.debug("ragmeter capture failed: %s", message, exc_info=exc)
 
-    def doc_ids(self, pending: _Pending) -> list[str]:
-        ids: list[str] = []
-        missing = 0
+    def doc_ids(self, pending: _Pending) -> None:
+        """Map each finished call's nodes to ids (``id_field``); note nodes that have none."""
+        missing = total = 0
         failure: Exception | None = None
-        for scored in pending.nodes:
-            doc_id: str | None = None
-            try:
-                doc_id = node_doc_id(scored, self.id_field)
-            except Exception as exc:
-                failure = failure or exc
-            if doc_id is None:
-                missing += 1
-                doc_id = scored.node.node_id
-            ids.append(doc_id)
+        for call in pending.calls:
+            if call.nodes is None:
+                continue
+            ids: list[str] = []
+            for scored in call.nodes:
+                doc_id: str | None = None
+                try:
+                    doc_id = node_doc_id(scored, self.id_field)
+                except Exception as exc:
+                    failure = failure or exc
+                if doc_id is None:
+                    missing += 1
+                    doc_id = scored.node.node_id
+                ids.append(doc_id)
+            call.ids = ids
+            total += len(ids)
         if failure is not None:
             self.failed(failure, pending)
         elif missing:
             pending.errors.append(
-                f"{missing} of {len(ids)} retrieved node(s) had no value for id_field="
+                f"{missing} of {total} retrieved node(s) had no value for id_field="
                 f"{self.id_field!r}; their node_id was used instead"
             )
-        return ids
+
+    def select(self, pending: _Pending) -> list[_Call]:
+        """The calls whose ranking the sample scores; capture notes go on the sample."""
+        chosen, notes = select_calls(
+            pending.calls,
+            self.retrieval,
+            self.retriever_name,
+            name_hint="a LlamaIndex retriever's name is its class name, e.g. "
+            "'VectorIndexRetriever'",
+        )
+        for where, message in notes:
+            self.failed(None, pending, f"{where}: {message}")
+        return chosen
 
     def finish(self, pending: _Pending, response: Any, err: BaseException | None) -> None:
         latency_ms = (time.perf_counter() - pending.start) * 1000.0
@@ -244,14 +328,20 @@ class Capture:
     def build(
         self, pending: _Pending, response: Any, err: BaseException | None, latency_ms: float
     ) -> tuple[RagSample, Any]:
-        ids = self.doc_ids(pending)
-        texts = [_text(scored) for scored in pending.nodes]
+        self.doc_ids(pending)
+        chosen = self.select(pending)
+        nodes = [scored for call in chosen for scored in call.nodes or ()]
+        ids = [doc_id for call in chosen for doc_id in call.ids or ()]
+        texts = [_text(scored) for scored in nodes]
         meta: dict[str, Any] = {
             "framework": FRAMEWORK,
             "id_field": self.id_field if isinstance(self.id_field, str) else repr(self.id_field),
-            "node_ids": [scored.node.node_id for scored in pending.nodes],
-            "scores": [jsonable(scored.score) for scored in pending.nodes],
+            "node_ids": [scored.node.node_id for scored in nodes],
+            "scores": [jsonable(scored.score) for scored in nodes],
         }
+        if pending.calls:
+            used = {id(call) for call in chosen}
+            meta["retriever_calls"] = [c.to_dict(id(c) in used) for c in pending.calls]
         text: str | None = None
         stream: Any = None
         sources = getattr(response, "source_nodes", None) or []
@@ -272,8 +362,8 @@ class Capture:
             "user_input": pending.query,
             "response": text,
             "retrieved_contexts": contexts,
-            "retrieved_ids": dedupe_best_rank(ids) if pending.retrieved else None,
-            "retrieved_texts": texts if pending.retrieved else None,
+            "retrieved_ids": dedupe_best_rank(ids) if chosen else None,
+            "retrieved_texts": texts if chosen else None,
             "latency_ms": latency_ms,
             "error": None if err is None else describe(err),
             **fields_from_metadata(pending.tags),

@@ -6,12 +6,14 @@ The scores come from :func:`ragmeter.evaluation.rag.evaluate_rag` on one
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 
+from ragmeter.capture import IdWatch
 from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.schema import RagSample, coerce_sample
 
@@ -27,6 +29,12 @@ _SAMPLE_KWARGS = frozenset(
         "retrieved_ids",
         "sample_id",
     }
+)
+
+IDS_HINT = (
+    "LlamaIndex: retrieved_ids= and reference_ids=/relevance= must name documents the same "
+    "way; a retrieved node's own id is a chunk id once documents are split, its source "
+    "document's id is node.ref_doc_id."
 )
 
 
@@ -79,7 +87,10 @@ class RagmeterEvaluator(BaseEvaluator):
     A metric the inputs do not allow (``token_f1`` without a ``reference``) is ``None`` in
     the result's ``metrics`` with the reason in ``not_computed``; if it is the headline, the
     result has ``invalid_result=True`` and that reason, never a misleading 0. Nothing is
-    raised for that, so a batch keeps going. Raises
+    raised for that, so a batch keeps going. When, after five samples, not one
+    ``retrieved_ids`` entry was among any sample's ``reference_ids``/``relevance`` ids, the
+    ids name documents differently: each result says so in ``details["warnings"]`` and its
+    ``feedback`` (logged once on ``ragmeter_llamaindex``). Raises
     :class:`~ragmeter.errors.UnknownMetricError` for an unknown metric (at construction)
     and :class:`~ragmeter.errors.InvalidInputError` for an unknown keyword argument or an
     invalid value (e.g. ``reference=3``).
@@ -95,6 +106,9 @@ class RagmeterEvaluator(BaseEvaluator):
         self.metrics = _resolve(metrics)
         self.k = check_k(k)
         self.passing_threshold = passing_threshold
+        self._watch = IdWatch(
+            IDS_HINT, truth="the reference ids", logger=logging.getLogger("ragmeter_llamaindex")
+        )
 
     def _get_prompts(self) -> dict[str, Any]:
         return {}
@@ -178,6 +192,11 @@ class RagmeterEvaluator(BaseEvaluator):
             for key in report.metrics:
                 scores[key] = report.per_sample[sample.id].get(key)
             details.update(report.details.get(sample.id, {}))
+        judged = sample.relevance_map()
+        if sample.retrieved_ids is not None and judged is not None:
+            warning = self._watch.observe(sample.retrieved_ids, judged)
+            if warning is not None:
+                details["warnings"] = [warning]
         headline = next(iter(scores))
         score = scores[headline]
         passing = None
@@ -215,7 +234,9 @@ def _feedback(
 ) -> str:
     lines = ["; ".join(f"{k}={'n/a' if v is None else f'{v:.4f}'}" for k, v in scores.items())]
     for name, detail in details.items():
-        if isinstance(detail, dict) and "unsupported_claims" in detail:
+        if name == "warnings":
+            lines.extend(f"warning: {w}" for w in detail)
+        elif isinstance(detail, dict) and "unsupported_claims" in detail:
             lines.append(f"{name}: unsupported claims: {detail['unsupported_claims']!r}")
         else:
             lines.append(f"{name}: {detail!r}")

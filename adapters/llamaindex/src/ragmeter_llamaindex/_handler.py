@@ -25,13 +25,29 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.instrumentation.span import SimpleSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
-from ragmeter.capture import SampleStore
+from ragmeter.capture import FailedQueries, Hints, Retrieval, SampleStore, check_retrieval
+from ragmeter.evaluation.retrieval import MissingQueries
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import RagSample
-from ragmeter_llamaindex._capture import Capture
-from ragmeter_llamaindex._retriever import IdField, check_id_field
+from ragmeter_llamaindex._capture import FRAMEWORK, Capture
+from ragmeter_llamaindex._retriever import IdField, check_id_field, describe_id_field
 
 __all__ = ["RagmeterEventHandler"]
+
+SAMPLE_ID_HINT = (
+    "LlamaIndex: run each query inside instrument_tags({'ragmeter_id': qid}) (from "
+    "llama_index.core.instrumentation.dispatcher); without it a sample's id is a new uuid."
+)
+
+
+def doc_id_hint(id_field: IdField) -> str:
+    """How a LlamaIndex user makes retrieved ids the qrels' doc ids, given ``id_field``."""
+    return (
+        f"LlamaIndex: the handler reads each node's id_field={describe_id_field(id_field)} "
+        "('node_id' is a chunk's own id once documents are split); pass "
+        "RagmeterEventHandler(id_field='ref_doc_id') to score the source Document's id, or "
+        "id_field='metadata.<key>' (or a function node -> id)."
+    )
 
 
 class _SpanTracker(BaseSpanHandler[SimpleSpan]):
@@ -115,6 +131,14 @@ class RagmeterEventHandler(BaseEventHandler):
     without a value keeps its node id and the sample notes it in
     ``metadata["capture_errors"]``.
 
+    Every retriever call inside the query (a sub-question engine makes one per
+    sub-question) is kept in ``metadata["retriever_calls"]`` (``name``: the retriever's
+    class name, ``query``, ``depth``, ``ids``, ``latency_ms``, ``used``), and one ranking is
+    scored, chosen as in the LangChain adapter: ``retrieval="last"`` (the default: the last
+    outermost call to finish), ``"first"`` or ``"merge"`` (all of them, each id at its best
+    rank), or the calls of ``retriever_name``. Calls that ran concurrently (``use_async``)
+    make that pick depend on timing; ``capture_errors`` says so.
+
     Keys set with ``instrument_tags`` around the query fill the sample (see
     :mod:`ragmeter.capture`): ``{"ragmeter_id": qid}`` makes ``sample.id == qid`` so the
     run joins qrels; ``ragmeter_reference``, ``ragmeter_reference_ids`` and
@@ -128,22 +152,41 @@ class RagmeterEventHandler(BaseEventHandler):
     closed early stays ``None``. Capture problems never reach the query: they are logged
     once (later ones at DEBUG), counted in ``capture_errors`` and noted on the sample.
 
-    Raises :class:`~ragmeter.errors.InvalidInputError` for an invalid ``id_field``.
+    Raises :class:`~ragmeter.errors.InvalidInputError` for an invalid ``id_field`` or
+    ``retrieval``.
     """
 
     id_field: Any = "node_id"
     max_samples: int | None = None
+    retrieval: str = "last"
+    retriever_name: str | None = None
 
     if TYPE_CHECKING:  # plain instance attributes, not pydantic private ones
         _core: ClassVar[Capture]
         _spans: ClassVar[_SpanTracker]
         _dispatchers: ClassVar[list[Dispatcher]]
 
-    def __init__(self, *, id_field: IdField = "node_id", max_samples: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        id_field: IdField = "node_id",
+        max_samples: int | None = None,
+        retrieval: Retrieval = "last",
+        retriever_name: str | None = None,
+    ) -> None:
         check_id_field(id_field)
-        fields: dict[str, Any] = {"id_field": id_field, "max_samples": max_samples}
+        retrieval = check_retrieval(retrieval)
+        fields: dict[str, Any] = {
+            "id_field": id_field,
+            "max_samples": max_samples,
+            "retrieval": retrieval,
+            "retriever_name": retriever_name,
+        }
         super().__init__(**fields)
-        core = Capture(id_field, max_samples)
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(id_field))
+        core = Capture(
+            id_field, max_samples, retrieval=retrieval, retriever_name=retriever_name, hints=hints
+        )
         spans = _SpanTracker()
         # plain instance attributes (not pydantic private ones): read on every span
         object.__setattr__(spans, "_core", core)
@@ -222,14 +265,29 @@ class RagmeterEventHandler(BaseEventHandler):
         return self._core.store.evaluate(**kwargs)
 
     def evaluate_retrieval(
-        self, qrels: Mapping[str, Mapping[str, float]] | None = None, **kwargs: Any
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
     ) -> RetrievalEvalReport:
         """Score the captured run with :func:`ragmeter.evaluate_run` (qrels default: the tags').
 
-        trec_eval's rule applies: a judged query missing from the run scores 0, so pass the
-        qrels of the queries you captured.
+        A judged query never captured scores 0 (trec_eval ``-c``) unless
+        ``only_captured=True`` (= ``missing_queries="skip"``); a query that raised before
+        anything was retrieved scores 0 unless ``failed_queries="skip"``, and is listed in
+        ``report.extra["capture"]["failed"]``; a repeated ``ragmeter_id`` is scored as
+        ``"<id>#2"``... See :meth:`ragmeter.capture.SampleStore.evaluate_retrieval`.
         """
-        return self._core.store.evaluate_retrieval(qrels, **kwargs)
+        return self._core.store.evaluate_retrieval(
+            qrels,
+            only_captured=only_captured,
+            missing_queries=missing_queries,
+            failed_queries=failed_queries,
+            **kwargs,
+        )
 
     def clear(self) -> None:
         """Forget every captured sample."""

@@ -11,20 +11,27 @@ conventions), never here. They differ from LlamaIndex's built-in ``HitRate``/``M
 * precision@k divides by ``k`` (trec_eval ``P_k``); the built-in divides by the number of
   distinct ids retrieved;
 * every metric has an explicit cut-off ``k``; ``map`` and ``mrr`` may also be uncut.
+
+A metric also watches the ids it is given: when, after five queries, not one retrieved id
+was among any query's expected ids (``RetrieverEvaluator`` passes chunk node ids, the
+expected ids often name documents), each result's ``metadata["warning"]`` says so and names
+``id_map``, and the ``ragmeter_llamaindex`` logger logs it once.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llama_index.core.bridge.pydantic import ConfigDict, Field
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.evaluation.retrieval.metrics_base import (
     BaseRetrievalMetric,
     RetrievalMetricResult,
 )
 
+from ragmeter.capture import IdWatch
 from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.evaluation.retrieval import dedupe_best_rank, evaluate_run
 from ragmeter.metrics.registry import get_metric
@@ -32,6 +39,12 @@ from ragmeter.metrics.registry import get_metric
 __all__ = ["RagmeterRetrievalMetric"]
 
 _UNCUT = ("map", "mrr")
+
+ID_MAP_HINT = (
+    "LlamaIndex: RetrieverEvaluator passes node ids (a chunk's own id once documents are "
+    "split); if expected_ids name documents, pass RagmeterRetrievalMetric(..., id_map={n.node_id: "
+    "n.ref_doc_id for n in nodes}) (or a function) to score chunks as their source documents."
+)
 
 
 def _grade(value: object, query: str, doc: str) -> float:
@@ -87,6 +100,7 @@ class RagmeterRetrievalMetric(BaseRetrievalMetric):
     relevance_level: float | None = Field(
         default=None, description="Grade a doc needs to count as relevant (None: > 0)."
     )
+    _watch: IdWatch = PrivateAttr()
 
     def __init__(
         self,
@@ -124,6 +138,7 @@ class RagmeterRetrievalMetric(BaseRetrievalMetric):
             "relevance_level": relevance_level,
         }
         super().__init__(**fields)
+        self._watch = IdWatch(ID_MAP_HINT, logger=logging.getLogger("ragmeter_llamaindex"))
 
     @property
     def metric_name(self) -> str:  # type: ignore[override]
@@ -159,7 +174,11 @@ class RagmeterRetrievalMetric(BaseRetrievalMetric):
         retrieved_texts: list[str] | None = None,
         **kwargs: Any,
     ) -> RetrievalMetricResult:
-        """Score one query; ``metadata`` gives the key, the counts and the repeats dropped."""
+        """Score one query; ``metadata`` gives the key, the counts and the repeats dropped.
+
+        ``metadata["warning"]`` is set while the retrieved ids have never matched any
+        expected id (after five queries; see the module docstring).
+        """
         judgements = self.judgements(query, expected_ids)
         level = self.relevance_level
         n_relevant = sum(1 for g in judgements.values() if (g > 0 if level is None else g >= level))
@@ -184,12 +203,13 @@ class RagmeterRetrievalMetric(BaseRetrievalMetric):
                 f"the {self.metric!r} metric produced no score for query {query!r:.80}: "
                 + "; ".join(report.warnings)
             )
-        return RetrievalMetricResult(
-            score=report.metrics[key],
-            metadata={
-                "metric": key,
-                "n_relevant": n_relevant,
-                "n_retrieved": len(ranked),
-                "duplicates_removed": len(retrieved) - len(ranked),
-            },
-        )
+        metadata: dict[str, Any] = {
+            "metric": key,
+            "n_relevant": n_relevant,
+            "n_retrieved": len(ranked),
+            "duplicates_removed": len(retrieved) - len(ranked),
+        }
+        warning = self._watch.observe(ranked, judgements)
+        if warning is not None:
+            metadata["warning"] = warning
+        return RetrievalMetricResult(score=report.metrics[key], metadata=metadata)

@@ -27,7 +27,13 @@ from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, R
 
 from ragmeter.errors import InvalidInputError, check_k
 
-__all__ = ["IdField", "check_id_field", "node_doc_id", "query_engine_retriever"]
+__all__ = [
+    "IdField",
+    "check_id_field",
+    "describe_id_field",
+    "node_doc_id",
+    "query_engine_retriever",
+]
 
 logger = logging.getLogger("ragmeter_llamaindex")
 logger.addHandler(logging.NullHandler())
@@ -107,7 +113,8 @@ def node_doc_id(node: BaseNode | NodeWithScore, id_field: IdField = "node_id") -
     return str(value)
 
 
-def _describe(id_field: IdField) -> str:
+def describe_id_field(id_field: IdField) -> str:
+    """``'ref_doc_id'`` (quoted) for a string, the function's name for a function."""
     return getattr(id_field, "__name__", repr(id_field)) if callable(id_field) else repr(id_field)
 
 
@@ -178,8 +185,8 @@ def query_engine_retriever(
                 raise InvalidInputError(
                     f"query {query!r:.80}: the node at rank {rank + 1} "
                     f"(node_id {scored.node.node_id!r}) has no value for id_field="
-                    f"{_describe(field)}; use 'node_id', 'ref_doc_id' or a metadata key every "
-                    "node has"
+                    f"{describe_id_field(field)}; use 'node_id', 'ref_doc_id' or a metadata key "
+                    "every node has"
                 )
             ids.append(doc_id)
         return ids if limit is None else ids[:limit]
