@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from ragmeter.errors import InvalidInputError
+from ragmeter.errors import InvalidInputError, some_ids
 from ragmeter.schema import RagSample, samples_to_qrels, samples_to_run
 
 if TYPE_CHECKING:
@@ -246,17 +246,6 @@ def _check_failed(value: object) -> FailedQueries:
     return "zero" if _choice(value, FAILED_QUERIES, "failed_queries") == "zero" else "skip"
 
 
-def _examples(ids: Iterable[object], n: int = 3) -> str:
-    """``'a', 'b', 'c', ...``: the first ``n`` distinct ids, for a message."""
-    shown: list[str] = []
-    for key in dict.fromkeys(ids):
-        if len(shown) == n:
-            shown.append("...")
-            break
-        shown.append(repr(key))
-    return ", ".join(shown)
-
-
 @dataclass(frozen=True)
 class Hints:
     """How a user of one framework fixes an id problem: the adapters fill it in, and the
@@ -317,15 +306,15 @@ def sample_id_problem(
     unknown = [i for i in distinct if i not in qrels]
     if len(unknown) == len(distinct):
         return True, (
-            f"none of the {len(distinct)} captured sample ids (e.g. {_examples(distinct)}) is a "
-            f"query id of the qrels (e.g. {_examples(qrels)}), so nothing captured can be "
+            f"none of the {len(distinct)} captured sample ids (e.g. {some_ids(distinct)}) is a "
+            f"query id of the qrels (e.g. {some_ids(qrels)}), so nothing captured can be "
             f"scored. {hint}"
         )
     judged = len(distinct) - len(unknown)
     if judged * 2 < len(distinct):
         return False, (
             f"only {judged} of {len(distinct)} captured sample ids are query ids of the qrels; "
-            f"the other {len(unknown)} (e.g. {_examples(unknown)}) are not scored. If they "
+            f"the other {len(unknown)} (e.g. {some_ids(unknown)}) are not scored. If they "
             f"should be: {hint}"
         )
     return None
@@ -360,15 +349,15 @@ def doc_id_problem(
     if matched == 0:
         return (
             f"none of the {len(set(unmatched))} doc ids retrieved for the {len(ranked)} judged "
-            f"queries (e.g. {_examples(unmatched)}) appears anywhere in {truth} (whose doc ids "
-            f"are e.g. {_examples(known)}): the two name documents differently, so every "
+            f"queries (e.g. {some_ids(unmatched)}) appears anywhere in {truth} (whose doc ids "
+            f"are e.g. {some_ids(known)}): the two name documents differently, so every "
             f"score is 0. {hint}"
         )
     if matched * 2 < len(ranked):
         return (
             f"only {matched} of {len(ranked)} judged queries retrieved any doc id that appears "
-            f"in {truth} (retrieved e.g. {_examples(unmatched)}; {truth}: e.g. "
-            f"{_examples(known)}); unless the retriever is that poor, the doc ids probably "
+            f"in {truth} (retrieved e.g. {some_ids(unmatched)}; {truth}: e.g. "
+            f"{some_ids(known)}); unless the retriever is that poor, the doc ids probably "
             f"differ. {hint}"
         )
     return None
@@ -456,8 +445,8 @@ class IdWatch:
                 return None
             message = (
                 f"none of the doc ids retrieved for {self.queries} queries (e.g. "
-                f"{_examples(self._retrieved)}) is among {self.truth} of any of them (e.g. "
-                f"{_examples(self._judged)}): the two name documents differently, so every "
+                f"{some_ids(self._retrieved)}) is among {self.truth} of any of them (e.g. "
+                f"{some_ids(self._judged)}): the two name documents differently, so every "
                 f"score is 0. {self.hint}"
             )
             first, self.warned = not self.warned, True
@@ -732,7 +721,7 @@ class SampleStore:
         if failed and failed_rule == "skip" and not any(q in run for q in judged):
             raise InvalidInputError(
                 f"every captured sample the qrels judge failed before a ranking was captured "
-                f"({_examples(failed)}; see sample.error), and failed_queries='skip' leaves "
+                f"({some_ids(failed)}; see sample.error), and failed_queries='skip' leaves "
                 "them out: nothing is left to score"
             )
         self._note_problems(
@@ -831,7 +820,7 @@ class SampleStore:
                 (
                     "repeated_ids",
                     f"{n} sample{'s' if n != 1 else ''} repeat{'' if n != 1 else 's'} an "
-                    f"earlier sample id; each is scored under its own key ({_examples(repeats)}) "
+                    f"earlier sample id; each is scored under its own key ({some_ids(repeats)}) "
                     "against the qrels of its id, so every captured run counts in the mean. "
                     "Capture each query once (or clear() between runs) to weight queries "
                     "equally.",
@@ -848,7 +837,7 @@ class SampleStore:
                 (
                     "failed_queries",
                     f"{len(failed)} of {len(samples)} captured samples failed before a ranking "
-                    f"was captured ({_examples(failed, 5)}; see sample.error): {rule}",
+                    f"was captured ({some_ids(failed, 5)}; see sample.error): {rule}",
                 )
             )
         if unranked:
@@ -856,7 +845,7 @@ class SampleStore:
                 (
                     "unranked",
                     f"{len(unranked)} captured samples have no ranking although their run did "
-                    f"not fail ({_examples(unranked)}): no retriever ran, or none was picked "
+                    f"not fail ({some_ids(unranked)}): no retriever ran, or none was picked "
                     "(see their metadata['retriever_calls'] and ['capture_errors']); they "
                     "score 0",
                 )

@@ -101,6 +101,21 @@ class MissingDependencyError(RagmeterError, ImportError):
         )
 
 
+def some_ids(ids: Iterable[object], n: int = 3) -> str:
+    """The first ``n`` distinct ids, quoted, for a message: ``'a', 'b', 'c', ...``.
+
+    >>> some_ids(["q1", "q1", "q2"]), some_ids(["a", "b", "c", "d"])
+    ("'q1', 'q2'", "'a', 'b', 'c', ...")
+    """
+    shown: list[str] = []
+    for key in dict.fromkeys(ids):
+        if len(shown) == n:
+            shown.append("...")
+            break
+        shown.append(repr(key))
+    return ", ".join(shown)
+
+
 def describe_error(exc: BaseException) -> str:
     """How ``exc`` reads to a user: an ``OSError`` as ``"file: what"``, others as is.
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ragmeter.errors import InvalidInputError, MissingDependencyError
+from ragmeter.errors import InvalidInputError, MissingDependencyError, some_ids
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
 if TYPE_CHECKING:
@@ -313,11 +313,6 @@ def _extract(x: object, key: str | None, which: str) -> tuple[dict[str, float], 
     )
 
 
-def _examples(ids: set[str], limit: int = 3) -> str:
-    shown = sorted(ids)[:limit]
-    return ", ".join(repr(i) for i in shown) + (", ..." if len(ids) > limit else "")
-
-
 def _pair(
     sa: dict[str, float], sb: dict[str, float], on_missing: str, la: str, lb: str
 ) -> tuple[list[str], int, int]:
@@ -327,9 +322,9 @@ def _pair(
     if (only_a or only_b) and on_missing == "error":
         parts = []
         if only_a:
-            parts.append(f"{len(only_a)} only in {la} (e.g. {_examples(only_a)})")
+            parts.append(f"{len(only_a)} only in {la} (e.g. {some_ids(sorted(only_a))})")
         if only_b:
-            parts.append(f"{len(only_b)} only in {lb} (e.g. {_examples(only_b)})")
+            parts.append(f"{len(only_b)} only in {lb} (e.g. {some_ids(sorted(only_b))})")
         raise InvalidInputError(
             f"{la} and {lb} do not score the same queries: {'; '.join(parts)}. Score both "
             f"against the same qrels, or pass on_missing='intersect' to compare only the "

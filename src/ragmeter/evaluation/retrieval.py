@@ -32,6 +32,7 @@ from ragmeter.errors import (
     InvalidInputError,
     NoScorableQueriesError,
     check_k,
+    some_ids,
 )
 from ragmeter.metrics._kernel import (
     MAX_GRADE,
@@ -222,17 +223,6 @@ def _score_one(
         ) from None
 
 
-def _examples(ids: Iterable[object], n: int = 3) -> str:
-    """``'a', 'b', 'c', ...``: the first ``n`` ids, for a message."""
-    shown: list[str] = []
-    for key in ids:
-        if len(shown) == n:
-            shown.append("...")
-            break
-        shown.append(repr(key))
-    return ", ".join(shown)
-
-
 def evaluate_run(
     qrels: Qrels,
     run: Run,
@@ -326,8 +316,8 @@ def evaluate_run(
         raise InvalidInputError(
             f"none of the {len(missing)} judged queries has a ranking in the run"
             + (
-                f" (the run's query ids, e.g. {_examples(run)}, are not qrels ids such as "
-                f"{_examples(missing)}); are the query ids the same strings in both?"
+                f" (the run's query ids, e.g. {some_ids(run)}, are not qrels ids such as "
+                f"{some_ids(missing)}); are the query ids the same strings in both?"
                 if run
                 else ": the run is empty"
             )
@@ -337,7 +327,7 @@ def evaluate_run(
             "run",
             "missing_queries",
             f"{len(missing)} of {len(missing) + n_ranked} judged queries have no ranking in "
-            f"the run (e.g. {_examples(missing)}); "
+            f"the run (e.g. {some_ids(missing)}); "
             + (
                 "they score 0 and count in the mean (missing_queries='zero', = trec_eval "
                 "-c); pass missing_queries='skip' to average over the run's queries only"
@@ -395,7 +385,7 @@ def _warn_if_no_doc_is_judged(
             "run",
             "doc_ids",
             f"every score is 0 and none of the {len(retrieved)} retrieved doc ids (e.g. "
-            f"{_examples(retrieved)}) appears in the qrels, not even as judged non-relevant: "
+            f"{some_ids(retrieved)}) appears in the qrels, not even as judged non-relevant: "
             "the run and the qrels probably use different doc ids (check which document "
             "field your retriever returns as the id)",
         )
