@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -263,7 +264,7 @@ MALFORMED_EVALUATE: list[tuple[Any, list[Any] | None]] = [
     ),
     ([RAG_EVAL_PAYLOAD], ["body"]),
     ("just a string", ["body"]),
-    (None, None),
+    (None, ["body"]),
 ]
 
 MALFORMED_RETRIEVAL: list[tuple[Any, list[Any] | None]] = [
@@ -306,11 +307,17 @@ def check_422(response: Any, loc: list[Any] | None) -> None:
         assert any(found[: len(loc)] == loc for found in locs), locs
 
 
+def _post_json(client: TestClient, path: str, body: Any) -> Any:
+    # json=None would send no body at all (a 415: no Content-Type); send JSON's null
+    raw = json.dumps(body).encode()
+    return client.post(path, content=raw, headers={"content-type": "application/json"})
+
+
 @pytest.mark.parametrize(("body", "loc"), MALFORMED_EVALUATE)
 def test_malformed_evaluate_payloads_are_422(
     client: TestClient, body: Any, loc: list[Any] | None
 ) -> None:
-    check_422(client.post("/evaluate", json=body), loc)
+    check_422(_post_json(client, "/evaluate", body), loc)
 
 
 @pytest.mark.parametrize(("body", "loc"), MALFORMED_RETRIEVAL)
@@ -321,13 +328,19 @@ def test_malformed_retrieval_payloads_are_422(
 
 
 @pytest.mark.parametrize("path", ["/evaluate", "/evaluate/retrieval"])
-@pytest.mark.parametrize(
-    "raw",
-    [b"", b"{", b"not json", b'{"samples": [}', b"\xff\xfe", b"NaN", b'{"qrels": NaN}'],
-)
-def test_unparseable_bodies_are_422(client: TestClient, path: str, raw: bytes) -> None:
+@pytest.mark.parametrize("raw", [b"", b"{", b"not json", b'{"samples": [}', b"\xff\xfe"])
+def test_unparseable_bodies_are_400(client: TestClient, path: str, raw: bytes) -> None:
     response = client.post(path, content=raw, headers={"content-type": "application/json"})
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
+    (error,) = response.json()["detail"]
+    assert error["type"] == "json_invalid" and error["loc"][0] == "body"
+
+
+@pytest.mark.parametrize("path", ["/evaluate", "/evaluate/retrieval"])
+@pytest.mark.parametrize("raw", [b"NaN", b'{"qrels": NaN}', b"[]", b"3"])
+def test_json_that_is_not_an_object_is_422(client: TestClient, path: str, raw: bytes) -> None:
+    response = client.post(path, content=raw, headers={"content-type": "application/json"})
+    check_422(response, ["body"])
 
 
 def test_non_finite_numbers_are_refused(client: TestClient) -> None:
@@ -357,6 +370,46 @@ def test_deeply_nested_json_is_refused_without_a_500(client: TestClient) -> None
     raw = b'{"samples": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     response = client.post("/evaluate", content=raw, headers={"content-type": "application/json"})
     assert 400 <= response.status_code < 500, response.text
+
+
+def _floats(value: Any) -> list[float]:
+    if isinstance(value, float):
+        return [value]
+    if isinstance(value, dict):
+        return [f for item in value.values() for f in _floats(item)]
+    if isinstance(value, list):
+        return [f for item in value for f in _floats(item)]
+    return []
+
+
+def test_huge_latencies_are_scored_not_500(client: TestClient) -> None:
+    # 1e308 is a valid finite float; its mean and spread used to overflow (HTTP 500)
+    samples = [{"id": "a", "latency_ms": 1e308}, {"id": "b", "latency_ms": 1e308}]
+    response = client.post("/evaluate", json={"samples": samples, "metrics": ["latency_ms"]})
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["metrics"] == {"latency_ms": 1e308}
+    assert report["summaries"]["latency_ms"]["max"] == 1e308
+    assert all(math.isfinite(f) for f in _floats(report))
+    mixed = [{"id": "a", "latency_ms": 1.7e308}, {"id": "b", "latency_ms": 1.0}]
+    response = client.post("/evaluate", json={"samples": mixed, "metrics": ["latency_ms"]})
+    assert response.status_code == 200, response.text
+    assert response.json()["metrics"]["latency_ms"] == 0.85e308
+
+
+def test_token_counts_beyond_the_float_range_are_422_not_500(client: TestClient) -> None:
+    sample = {"id": "t", "input_tokens": 10**400, "output_tokens": 1}
+    response = client.post("/evaluate", json={"samples": [sample], "metrics": ["total_tokens"]})
+    check_422(response, ["body"])
+    assert "largest float" in response.text
+    body = {
+        "samples": [{"id": "c", "input_tokens": 10**15, "output_tokens": 0}],
+        "metrics": ["cost_usd"],
+        "prices": {"input": 1e300, "output": 0},
+    }
+    response = client.post("/evaluate", json=body)
+    check_422(response, ["body"])
+    assert "cost_usd" in response.text and "largest float" in response.text
 
 
 def test_bad_methods_and_paths_are_not_500(client: TestClient) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -11,6 +15,7 @@ from hypothesis import strategies as st
 from rag_eval.faithfulness import faithfulness as rag_eval_faithfulness
 
 from ragmeter.errors import InvalidInputError
+from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.metrics.base import RAG_METRICS
 from ragmeter.metrics.faithfulness import ClaimFaithfulness, extract_claims, faithfulness
 from ragmeter.schema import RagSample
@@ -118,6 +123,7 @@ _context = st.lists(st.sampled_from(_CONTENT + RAG_EVAL_STOPWORDS), max_size=12)
 
 @settings(max_examples=300, deadline=None)
 @given(_answer(), st.lists(_context, min_size=1, max_size=3))
+@pytest.mark.slow
 def test_parity_with_rag_eval(answer: str, contexts: list[str]) -> None:
     assert faithfulness(answer, contexts) == rag_eval_faithfulness(answer, contexts)
 
@@ -252,3 +258,165 @@ def test_long_runs_of_sentence_ends_split_in_linear_time(
         score, _, unsupported = faithfulness(answer, ["Paris is big"])
     assert len(claims) == 1 and claims[0].endswith("x is big")
     assert score == 0.0 and unsupported == claims
+
+
+# --------------------------------------------------------------------------- linear cost
+# Each claim's words used to be searched as " word " substrings of all the contexts, so the
+# cost was claims x context size (a 4.5 MiB body took ~34 s of CPU). The contexts are now
+# tokenised once per sample into a set of words; these tests pin that down by counting work
+# (never by timing) and check the results are those of the substring search.
+
+
+def _substring_faithfulness(
+    answer: str, contexts: list[str], threshold: float = 0.8
+) -> tuple[float, list[str], list[str]]:
+    """The previous implementation, verbatim in effect: " word " in a padded haystack."""
+    from ragmeter.metrics.faithfulness import _CLAIM_SPLIT
+    from ragmeter.text import _word_haystack, word_tokens
+
+    hay = _word_haystack(" ".join(contexts))
+    supported: list[str] = []
+    unsupported: list[str] = []
+    for piece in _CLAIM_SPLIT.split(answer):
+        claim = piece.strip()
+        words = set(word_tokens(claim)) - STOPWORDS if claim else set()
+        if not words:
+            continue
+        found = sum(f" {w} " in hay for w in words)
+        (supported if found / len(words) >= threshold else unsupported).append(claim)
+    total = len(supported) + len(unsupported)
+    return (len(supported) / total if total else 1.0), supported, unsupported
+
+
+_TEXT_CHARS = st.sampled_from(list("aAbZ9 .,;!?-_\t\n\x1c\x00éΣς…'\u2019")) | st.sampled_from(
+    ["paris", "Paris", "3.14", "1,000", "not", " the ", "ΣΑΣ", "İ", "ﬁ"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_TEXT_CHARS, max_size=40).map("".join),
+    st.lists(st.lists(_TEXT_CHARS, max_size=40).map("".join), max_size=4),
+    st.sampled_from([0.8, 1.0, 0.5, 0.01]),
+)
+def test_word_set_gives_the_substring_search_results(
+    answer: str, contexts: list[str], threshold: float
+) -> None:
+    expected = _substring_faithfulness(answer, contexts, threshold)
+    assert faithfulness(answer, contexts, threshold=threshold) == expected
+
+
+def test_word_set_gives_the_substring_search_results_on_squad(data_dir: Path) -> None:
+    articles = json.loads((data_dir / "squad" / "small.json").read_text())["data"]
+    paragraphs = [p["context"] for a in articles for p in a["paragraphs"]]
+    rng = random.Random(12)
+    checked = 0
+    for i, paragraph in enumerate(paragraphs):
+        others = rng.sample(paragraphs, 3)
+        sentences = [s for p in (paragraph, *others) for s in p.split(". ")]
+        # answers that quote, mix and invent: some claims supported, some not
+        answer = ". ".join(rng.sample(sentences, min(6, len(sentences))))
+        answer += " Nobody in Zanzibar knew 42.5 of them."
+        for contexts in ([paragraph], [paragraph, *others], others, [""], []):
+            assert faithfulness(answer, contexts) == _substring_faithfulness(answer, contexts)
+            checked += 1
+        if i < 5:  # a context larger than one tokenising chunk (64 KiB), non-ASCII too
+            big = [" ".join(paragraphs)] * 2 + ["Σίσυφος ΣΑΣ café"]
+            assert faithfulness(answer, big) == _substring_faithfulness(answer, big)
+    assert checked == 5 * len(paragraphs)
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_chunked_context_words_equal_the_word_tokens(ascii_only: bool) -> None:
+    from ragmeter.metrics.faithfulness import _context_words
+    from ragmeter.text import word_tokens
+
+    rng = random.Random(3)
+    alphabet = list("ab9 .,\t\n") + ([] if ascii_only else ["é", "Σ", " ς", "İ"])
+    # long runs with and without spaces straddle the chunk boundaries
+    parts = ["".join(rng.choices(alphabet, k=rng.randint(1, 300_000))) for _ in range(6)]
+    text = " ".join([*parts, "x" * 200_000, "1,000.5"])
+    assert _context_words(text) == set(word_tokens(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT_CHARS, max_size=60).map("".join))
+def test_lazy_claim_split_is_re_split(answer: str) -> None:
+    from ragmeter.metrics.faithfulness import _CLAIM_SPLIT, _pieces
+
+    assert list(_pieces(answer)) == _CLAIM_SPLIT.split(answer)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_TEXT_CHARS | st.sampled_from(["3.14", "9,9", " .5", "5. ", "1,000.5"]), max_size=60)
+)
+def test_small_chunks_give_the_same_words(parts: list[str]) -> None:
+    # cutting every few characters (at spaces) must not split or join a token, a number
+    # such as "3.14" included: the chunk keeps one character of context on either side
+    import ragmeter.metrics.faithfulness as module
+    from ragmeter.text import word_tokens
+
+    text = "".join(parts)
+    for size in (1, 3, 8):
+        with mock.patch.object(module, "_CHUNK", size):
+            assert module._context_words(text) == set(word_tokens(text)), size
+            answer = text + ". " + text
+            expected = _substring_faithfulness(answer, [text[::2]])
+            assert faithfulness(answer, [text[::2]]) == expected
+
+
+def test_a_claim_longer_than_a_chunk_is_tokenised_in_chunks() -> None:
+    from ragmeter.metrics.faithfulness import _CHUNK
+
+    rng = random.Random(5)
+    words = ["paris", "3.14", "1,000", "big", "café", "the", "not", "x9"]
+    claim = " ".join(rng.choice(words) for _ in range(_CHUNK // 3))  # no sentence end
+    assert len(claim) > _CHUNK
+    for contexts in (["paris big 3.14 1,000 café not x9"], ["paris big"], []):
+        answer = claim + ". Lyon is small."
+        assert faithfulness(answer, contexts) == _substring_faithfulness(answer, contexts)
+
+
+def test_contexts_are_tokenised_once_per_sample_and_claims_use_set_lookups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ragmeter.metrics.faithfulness as module
+
+    calls: list[int] = []
+    lookups = 0
+    real = module._context_words
+
+    class CountingSet(set[str]):
+        def __contains__(self, word: object) -> bool:
+            nonlocal lookups
+            lookups += 1
+            return super().__contains__(word)
+
+    def counting(text: str) -> set[str]:
+        calls.append(len(text))
+        words = real(text)
+        assert isinstance(words, (set, frozenset))  # a hash lookup per claim word
+        return CountingSet(words)
+
+    monkeypatch.setattr(module, "_context_words", counting)
+    claims = [f"Claim {i} mentions paris and word{i}" for i in range(200)]
+    answer = ". ".join(claims) + "."
+    contexts = ["Paris is big. " * 1000, "claim mentions paris " * 1000]
+    score, supported, _ = faithfulness(answer, contexts)
+    # the contexts are tokenised once for 200 claims, and each claim's 5 distinct content
+    # words (claim, i, mentions, paris, word<i>) are looked up once each: the work is
+    # O(answer + contexts), not claims x contexts
+    assert calls == [len(" ".join(contexts))]
+    assert lookups == 5 * len(claims)
+    assert score == 0.0 and supported == []
+    samples = [
+        RagSample(id=f"s{i}", response=answer, retrieved_contexts=contexts) for i in range(3)
+    ]
+    calls.clear()
+    report = evaluate_rag(samples, metrics=["faithfulness"])
+    assert len(calls) == 3  # once per sample
+    assert report.metrics["faithfulness"] == 0.0
+    calls.clear()
+    assert faithfulness("Yes. It is.", contexts) == (1.0, [], [])
+    assert calls == []  # no claim: the contexts are not even read

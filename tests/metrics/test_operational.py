@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
+import statistics
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from ragmeter.errors import InvalidInputError
@@ -72,3 +80,96 @@ def test_through_evaluate_rag() -> None:
     assert priced.metrics == {"cost_usd": 0.001}
     with pytest.raises(InvalidInputError, match="total_tokens needs input_tokens, output_tokens"):
         evaluate_rag([RagSample(latency_ms=1)], metrics=["total_tokens"])
+
+
+# --------------------------------------------------------------------------- huge values
+# Issue 12: a valid but huge number must give a correct result or a clear error, never an
+# OverflowError, a traceback, a 500, or a report holding inf/NaN.
+
+FLOAT_MAX = sys.float_info.max
+
+
+def _assert_finite(value: Any) -> None:
+    """Every float anywhere in ``value`` is finite."""
+    if isinstance(value, float):
+        assert math.isfinite(value), value
+    elif isinstance(value, dict):
+        for item in value.values():
+            _assert_finite(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _assert_finite(item)
+
+
+@pytest.mark.parametrize(
+    "latencies",
+    [[1e308, 1e308], [1e308, 1.0], [FLOAT_MAX, FLOAT_MAX, 0.0], [1e308] * 3 + [1.0] * 10],
+)
+def test_huge_latencies_give_exact_finite_reports(latencies: list[float]) -> None:
+    samples = [RagSample(id=f"s{i}", latency_ms=v) for i, v in enumerate(latencies)]
+    report = evaluate_rag(samples, metrics=["latency_ms"])
+    assert report.metrics["latency_ms"] == statistics.mean(latencies)  # exact, no overflow
+    data = report.to_dict()
+    _assert_finite(data)
+    summary = data["summaries"]["latency_ms"]
+    assert summary["min"] == min(latencies) and summary["max"] == max(latencies)
+    assert min(latencies) <= summary["median"] <= max(latencies)
+    assert json.loads(report.to_json(allow_nan=False))["metrics"] == report.metrics
+
+
+def test_huge_latencies_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragmeter import cli
+
+    data = tmp_path / "huge.jsonl"
+    data.write_text('{"id": "a", "latency_ms": 1e308}\n{"id": "b", "latency_ms": 1e308}\n')
+    assert cli.run(["eval", str(data), "--metrics", "latency_ms", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metrics"] == {"latency_ms": 1e308}
+    _assert_finite(out)
+    assert cli.run(["eval", str(data), "--metrics", "latency_ms"]) == 0
+    assert "latency_ms" in capsys.readouterr().out
+
+
+def test_cost_beyond_the_float_range_is_a_clear_error() -> None:
+    # 10**15 tokens x 1e300 USD per million tokens = 1e309 USD
+    sample = RagSample(id="big", input_tokens=10**15, output_tokens=0)
+    metric = CostUSD(input_price=1e300, output_price=1.0)
+    with pytest.raises(InvalidInputError, match=r"sample 'big': cost_usd .* largest float"):
+        metric.score(sample)
+    with pytest.raises(InvalidInputError, match=r"sample 'big': cost_usd .* largest float"):
+        evaluate_rag([sample], metrics=[metric])
+    with pytest.raises(InvalidInputError, match=r"cost_usd .* largest float"):
+        cost_usd(10**15, 0, input_price=1e300, output_price=0)
+    with pytest.raises(InvalidInputError, match=r"cost_usd .* largest float"):
+        cost_usd(10**400, 0, input_price=1.0, output_price=0)
+
+
+def test_cost_whose_product_overflows_but_whose_value_fits_is_exact() -> None:
+    # 1e10 tokens x 1e300 USD per million tokens = 1e304 USD: the product overflows, the
+    # cost does not; and 10**400 tokens at price 0 cost exactly 0.
+    sample = RagSample(id="big", input_tokens=10**10, output_tokens=1)
+    value = CostUSD(input_price=1e300, output_price=1e300).score(sample)
+    expected = (Fraction(10**10) * Fraction(1e300) + Fraction(1e300)) / 1_000_000
+    assert value == float(expected)
+    assert cost_usd(10**400, 0, input_price=0, output_price=1) == 0.0
+    report = evaluate_rag(
+        [sample, RagSample(id="b", input_tokens=10**10, output_tokens=10**10)],
+        metrics=["cost_usd"],
+        prices={"input": 1e300, "output": 1e300},
+    )
+    _assert_finite(report.to_dict())
+    assert report.metrics["cost_usd"] == float(
+        (expected + Fraction(2 * 10**10) * Fraction(1e300) / 1_000_000) / 2
+    )
+    # ordinary numbers keep their usual rounding
+    assert cost_usd(1_000_000, 500_000, input_price=0.15, output_price=0.6) == 0.45
+
+
+def test_total_tokens_beyond_the_float_range_is_a_clear_error() -> None:
+    sample = RagSample(id="t", input_tokens=10**400, output_tokens=1)
+    with pytest.raises(InvalidInputError, match=r"sample 't': total_tokens .* largest float"):
+        TotalTokens().score(sample)
+    with pytest.raises(InvalidInputError, match=r"sample 't': total_tokens .* largest float"):
+        evaluate_rag([sample], metrics=["total_tokens"])
+    near = RagSample(id="n", input_tokens=10**308, output_tokens=7 * 10**307)
+    assert TotalTokens().score(near) == float(17 * 10**307)

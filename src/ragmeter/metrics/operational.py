@@ -13,6 +13,11 @@ metric           per sample                                          needs
                  million tokens)
 ================ =================================================== ==========================
 
+Scores are finite floats. A cost whose intermediate product overflows the float range but
+whose value fits (``1e10`` tokens at ``1e300`` USD per million) is computed exactly; a total
+or a cost beyond the largest float (~1.8e308) raises
+:class:`~ragmeter.errors.InvalidInputError` naming the sample, rather than scoring ``inf``.
+
 ``cost_usd`` has no default prices: pass ``CostUSD(input_price=..., output_price=...)`` as a
 metric, or ``prices={"input": ..., "output": ...}`` to
 :func:`ragmeter.evaluation.rag.evaluate_rag`.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import ClassVar
 
 from ragmeter.errors import InvalidInputError
@@ -49,6 +55,43 @@ def _check_price(value: object, name: str) -> float:
             f"{name} must be a finite number >= 0 (USD per million tokens), got {value!r}"
         )
     return float(value)
+
+
+def _sample(sample: RagSample) -> str:
+    return f"sample {sample.id!r}: "
+
+
+def _magnitude(value: int) -> str:
+    """A huge int's order of magnitude, without printing its digits (or converting it)."""
+    return f"about 10^{int(value.bit_length() * math.log10(2))}"
+
+
+def _cost(
+    input_tokens: int, output_tokens: int, input_price: float, output_price: float, where: str
+) -> float:
+    """``(input_tokens * input_price + output_tokens * output_price) / 1e6`` as a finite float.
+
+    Computed in floats (the usual rounding); when that overflows, exactly with fractions, so
+    a cost that fits the float range is correct; one that does not raises.
+    """
+    try:
+        value = (input_tokens * input_price + output_tokens * output_price) / 1_000_000
+        if math.isfinite(value):
+            return value
+    except OverflowError:  # a token count beyond the float range
+        pass
+    exact = (
+        Fraction(input_tokens) * Fraction(input_price)
+        + Fraction(output_tokens) * Fraction(output_price)
+    ) / 1_000_000
+    try:
+        return float(exact)
+    except OverflowError:
+        raise InvalidInputError(
+            f"{where}cost_usd is {_magnitude(int(exact))} USD, beyond the largest float "
+            f"(~1.8e308); check input_tokens, output_tokens and the prices (USD per million "
+            "tokens)"
+        ) from None
 
 
 def check_prices(prices: Mapping[str, float]) -> tuple[float, float]:
@@ -76,6 +119,9 @@ def cost_usd(
 ) -> float:
     """Dollar cost of one call: token counts times prices given in USD per **million** tokens.
 
+    Raises :class:`~ragmeter.errors.InvalidInputError` for a negative or non-int count, a
+    negative or non-finite price, or a cost beyond the largest float.
+
     >>> cost_usd(1_000_000, 500_000, input_price=0.15, output_price=0.6)
     0.45
     """
@@ -84,7 +130,7 @@ def cost_usd(
             raise InvalidInputError(f"{name} must be an int >= 0, got {value!r}")
     ip = _check_price(input_price, "input_price")
     op = _check_price(output_price, "output_price")
-    return (input_tokens * ip + output_tokens * op) / 1_000_000
+    return _cost(input_tokens, output_tokens, ip, op, "")
 
 
 class LatencyMs(RagMetric):
@@ -99,7 +145,10 @@ class LatencyMs(RagMetric):
 
 
 class TotalTokens(RagMetric):
-    """Input plus output tokens; ``None`` when either count is missing (lower is better)."""
+    """Input plus output tokens; ``None`` when either count is missing (lower is better).
+
+    A total beyond the largest float raises :class:`~ragmeter.errors.InvalidInputError`.
+    """
 
     name: ClassVar[str] = "total_tokens"
     needs: ClassVar[frozenset[str]] = frozenset({"input_tokens", "output_tokens"})
@@ -108,13 +157,21 @@ class TotalTokens(RagMetric):
     def score(self, sample: RagSample) -> float | None:
         if sample.input_tokens is None or sample.output_tokens is None:
             return None
-        return float(sample.input_tokens + sample.output_tokens)
+        total = sample.input_tokens + sample.output_tokens
+        try:
+            return float(total)
+        except OverflowError:
+            raise InvalidInputError(
+                f"{_sample(sample)}total_tokens is {_magnitude(total)}, beyond the largest "
+                "float (~1.8e308); check input_tokens and output_tokens"
+            ) from None
 
 
 class CostUSD(RagMetric):
     """Dollar cost of the sample's generation from its token counts (lower is better).
 
-    ``input_price`` and ``output_price`` are USD per million tokens. The registered
+    ``input_price`` and ``output_price`` are USD per million tokens; a cost beyond the largest
+    float raises :class:`~ragmeter.errors.InvalidInputError` naming the sample. The registered
     ``cost_usd`` instance has no prices; :func:`ragmeter.evaluation.rag.evaluate_rag` refuses
     it unless ``prices=`` is given.
     """
@@ -153,9 +210,13 @@ class CostUSD(RagMetric):
             or sample.output_tokens is None
         ):
             return None
-        return (
-            sample.input_tokens * self.input_price + sample.output_tokens * self.output_price
-        ) / 1_000_000
+        return _cost(
+            sample.input_tokens,
+            sample.output_tokens,
+            self.input_price,
+            self.output_price,
+            _sample(sample),
+        )
 
     def __repr__(self) -> str:
         if not self.has_prices:

@@ -1,0 +1,416 @@
+"""The server's guards, in process: content type (415), JSON syntax (400), the time budget
+(503), admission control (429), body and send timeouts (408), and where the work runs (never
+on the event loop). The same guards through a real uvicorn process: test_server_live.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+anyio = pytest.importorskip("anyio")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from ragmeter import server as server_module  # noqa: E402
+from ragmeter.metrics.operational import LatencyMs  # noqa: E402
+from ragmeter.schema import RagSample  # noqa: E402
+from ragmeter.server import create_app  # noqa: E402
+
+Message = MutableMapping[str, Any]
+JSON_HEADERS = {"content-type": "application/json"}
+PAYLOAD: dict[str, Any] = {
+    "samples": [{"id": "s1", "answer": "Paris is big.", "context": ["Paris is big"]}]
+}
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+# ------------------------------------------------------------------ (e) content type, JSON
+
+
+@pytest.mark.parametrize("path", ["/evaluate", "/evaluate/retrieval"])
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "application/xml"]
+)
+def test_a_body_without_a_json_content_type_is_415(
+    client: TestClient, path: str, content_type: str | None
+) -> None:
+    headers = {} if content_type is None else {"content-type": content_type}
+    response = client.post(path, content=json.dumps(PAYLOAD).encode(), headers=headers)
+    assert response.status_code == 415, response.text
+    detail = response.json()["detail"]
+    assert "Content-Type: application/json" in detail
+    assert "valid dictionary" not in response.text
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/x+json",
+    ],
+)
+def test_json_content_types_are_accepted(client: TestClient, content_type: str) -> None:
+    response = client.post(
+        "/evaluate", content=json.dumps(PAYLOAD).encode(), headers={"content-type": content_type}
+    )
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("path", ["/evaluate", "/evaluate/retrieval"])
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b"", "body is empty"),
+        (b"{", "body is not valid JSON"),
+        (b"not json", "body is not valid JSON"),
+        (b'{"samples": [}', "body is not valid JSON"),
+        (b"\xff\xfe", "body is not valid JSON"),
+        (b'{"samples": [1]} trailing', "body is not valid JSON"),
+        (b'{"samples": [{"input_tokens": ' + b"1" * 5000 + b"}]}", "body is not valid JSON"),
+        (b'{"samples": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    ],
+)
+def test_a_body_that_is_not_json_is_400_saying_so(
+    client: TestClient, path: str, raw: bytes, says: str
+) -> None:
+    response = client.post(path, content=raw, headers=JSON_HEADERS)
+    assert response.status_code == 400, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and len(detail) == 1
+    assert detail[0]["type"] == "json_invalid"
+    assert detail[0]["loc"][0] == "body"
+    assert says in detail[0]["msg"]
+    assert "valid dictionary" not in response.text
+
+
+# ------------------------------------------------------------------ where the work runs
+
+
+def test_parsing_validation_scoring_and_rendering_run_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads: dict[str, set[int]] = {}
+
+    def spy(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            threads.setdefault(name, set()).add(threading.get_ident())
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(server_module.json, "loads", spy("parse", json.loads))
+    monkeypatch.setattr(server_module, "evaluate_rag", spy("score", server_module.evaluate_rag))
+    monkeypatch.setattr(server_module, "evaluate_run", spy("score", server_module.evaluate_run))
+    render = server_module._JSON.render
+
+    def render_spy(self: Any, content: Any) -> bytes:
+        if isinstance(content, dict) and ("kind" in content or "detail" in content):
+            threads.setdefault("render", set()).add(threading.get_ident())  # not /health's
+        return render(self, content)
+
+    monkeypatch.setattr(server_module._JSON, "render", render_spy)
+    validate = server_module.EvaluateRequest.model_validate.__func__  # type: ignore[attr-defined]
+
+    app = create_app()
+
+    @app.get("/loop-thread")
+    async def loop_thread() -> dict[str, int]:
+        return {"ident": threading.get_ident()}
+
+    with TestClient(app) as client:
+        loop = client.get("/loop-thread").json()["ident"]
+        monkeypatch.setattr(
+            server_module.EvaluateRequest,
+            "model_validate",
+            classmethod(spy("validate", validate)),
+        )
+        assert client.post("/evaluate", json=PAYLOAD).status_code == 200
+        body = {"qrels": {"q": {"d": 1}}, "run": {"q": ["d"]}}
+        assert client.post("/evaluate/retrieval", json=body).status_code == 200
+        assert client.post("/evaluate", json={"samples": [{"question": 3}]}).status_code == 422
+    assert {"parse", "validate", "score", "render"} <= set(threads)
+    for name, idents in threads.items():
+        assert loop not in idents, f"{name} ran on the event loop thread"
+
+
+# ------------------------------------------------------------------ (d) the time budget
+
+
+@pytest.fixture
+def slow_latency(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """``latency_ms`` takes 20 ms per sample and records the ids it scored."""
+    scored: list[str] = []
+
+    def score(self: LatencyMs, sample: RagSample) -> float | None:
+        time.sleep(0.02)
+        scored.append(sample.id)
+        return sample.latency_ms
+
+    monkeypatch.setattr(LatencyMs, "score", score)
+    return scored
+
+
+def test_a_request_over_the_time_budget_is_503_and_scoring_stops(
+    slow_latency: list[str],
+) -> None:
+    client = TestClient(create_app(score_timeout=0.3))
+    samples = [{"id": f"s{i}", "latency_ms": i} for i in range(300)]  # 6 s of work
+    response = client.post("/evaluate", json={"samples": samples, "metrics": ["latency_ms"]})
+    assert response.status_code == 503, response.text
+    assert "0.3 s" in response.json()["detail"]
+    assert "fewer samples" in response.json()["detail"]
+    # stopped between samples, long before the end (a sample takes 20 ms, the budget 300 ms)
+    assert 0 < len(slow_latency) < 150
+    slow_latency.clear()
+    ok = client.post("/evaluate", json={"samples": samples[:3], "metrics": ["latency_ms"]})
+    assert ok.status_code == 200 and len(slow_latency) == 3
+
+
+# ------------------------------------------------------------------ ASGI-level: the guard
+
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def _scope(method: str = "POST", headers: list[tuple[bytes, bytes]] | None = None) -> Message:
+    return {
+        "type": "http",
+        "method": method,
+        "path": "/evaluate",
+        "headers": headers or [(b"content-type", b"application/json")],
+    }
+
+
+class Recorder:
+    """An ASGI ``send`` that keeps the messages."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    async def __call__(self, message: Message) -> None:
+        self.messages.append(message)
+
+    @property
+    def status(self) -> int | None:
+        for message in self.messages:
+            if message["type"] == "http.response.start":
+                return int(message["status"])
+        return None
+
+    def header(self, name: bytes) -> bytes | None:
+        for message in self.messages:
+            if message["type"] == "http.response.start":
+                return dict(message.get("headers", [])).get(name)
+        return None
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(
+            m.get("body", b"") for m in self.messages if m["type"] == "http.response.body"
+        )
+
+
+def _body_receive(*chunks: bytes, then_block: bool = False) -> Receive:
+    pending = list(chunks)
+
+    async def receive() -> Message:
+        if pending:
+            chunk = pending.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(pending) or then_block}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return receive
+
+
+async def _ok_app(scope: Message, receive: Receive, send: Send) -> None:
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _guard(app: Any = _ok_app, **options: Any) -> Any:
+    settings: dict[str, Any] = {
+        "max_body_bytes": 1000,
+        "body_timeout": 5.0,
+        "gate": server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0),
+    }
+    settings.update(options)
+    return server_module._BodyLimit(app, **settings)
+
+
+def test_a_body_that_stalls_is_408_within_the_body_timeout() -> None:
+    async def main() -> Recorder:
+        send = Recorder()
+        guard = _guard(body_timeout=0.3)
+        with anyio.fail_after(10):  # before: waited for the body for ever
+            await guard(_scope(), _body_receive(b'{"sam', then_block=True), send)
+        return send
+
+    send = anyio.run(main)
+    assert send.status == 408
+    assert b"0.3 s" in send.body
+    assert send.header(b"connection") == b"close"
+
+
+def test_a_client_that_does_not_read_the_answer_is_dropped() -> None:
+    async def blocked_send(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            await anyio.sleep_forever()
+
+    async def main() -> None:
+        guard = _guard(body_timeout=0.3)
+        with anyio.fail_after(10):  # returns (uvicorn then closes the connection), no raise
+            await guard(_scope(), _body_receive(b"{}"), blocked_send)
+
+    anyio.run(main)
+
+
+def test_concurrent_requests_over_the_cap_get_429_with_retry_after() -> None:
+    async def main() -> list[Recorder]:
+        gate_open = anyio.Event()
+        started = 0
+
+        async def slow_app(scope: Message, receive: Receive, send: Send) -> None:
+            nonlocal started
+            started += 1
+            await gate_open.wait()
+            await _ok_app(scope, receive, send)
+
+        guard = _guard(
+            slow_app,
+            gate=server_module._Gate(max_concurrent=2, max_queued=1, queue_timeout=5.0),
+        )
+        sends = [Recorder() for _ in range(5)]
+        async with anyio.create_task_group() as tg:
+            for send in sends:
+                tg.start_soon(guard, _scope(), _body_receive(b"{}"), send)
+                await anyio.sleep(0.05)
+            # 2 running, 1 queued, 2 refused at once (without reading their bodies)
+            assert started == 2
+            assert [s.status for s in sends] == [None, None, None, 429, 429]
+            gate_open.set()
+        return sends
+
+    sends = anyio.run(main)
+    assert [s.status for s in sends] == [200, 200, 200, 429, 429]
+    refused = sends[3]
+    assert refused.header(b"retry-after") is not None
+    assert refused.header(b"connection") == b"close"
+    assert b"at most 2" in refused.body
+
+
+def test_a_queued_request_waits_at_most_the_queue_timeout() -> None:
+    async def main() -> list[Recorder]:
+        never = anyio.Event()
+
+        async def stuck_app(scope: Message, receive: Receive, send: Send) -> None:
+            await never.wait()
+
+        guard = _guard(
+            stuck_app,
+            gate=server_module._Gate(max_concurrent=1, max_queued=4, queue_timeout=0.3),
+        )
+        sends = [Recorder(), Recorder()]
+        with anyio.move_on_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(guard, _scope(), _body_receive(b"{}"), sends[0])
+                await anyio.sleep(0.05)
+                with anyio.fail_after(5):
+                    await guard(_scope(), _body_receive(b"{}"), sends[1])
+                tg.cancel_scope.cancel()
+        return sends
+
+    first, second = anyio.run(main)
+    assert first.status is None  # still running when cancelled
+    assert second.status == 429
+    assert b"waited 0.3 s" in second.body
+
+
+def test_the_gate_releases_its_slots() -> None:
+    async def main() -> list[int | None]:
+        guard = _guard(gate=server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1))
+        statuses = []
+        for _ in range(5):
+            send = Recorder()
+            await guard(_scope(), _body_receive(b"{}"), send)
+            statuses.append(send.status)
+        send = Recorder()  # a 413 and a 408 release theirs too
+        await guard(_scope(), _body_receive(b"x" * 2000), send)
+        statuses.append(send.status)
+        return statuses
+
+    assert anyio.run(main) == [200] * 5 + [413]
+
+
+def test_requests_without_a_body_are_never_gated() -> None:
+    async def main() -> int | None:
+        guard = _guard(gate=server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1))
+        send = Recorder()
+        await guard(_scope("GET", []), _body_receive(b""), send)
+        return send.status
+
+    assert anyio.run(main) == 200
+
+
+# ------------------------------------------------------------------ configuration
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_concurrent": 0},
+        {"max_queued": -1},
+        {"max_concurrent": 1.5},
+        {"body_timeout": 0},
+        {"score_timeout": -1.0},
+        {"queue_timeout": float("nan")},
+        {"body_timeout": float("inf")},
+        {"score_timeout": "60"},
+    ],
+)
+def test_create_app_rejects_bad_guard_settings(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        create_app(**kwargs)
+
+
+def test_limits_are_kept_on_the_app_state() -> None:
+    app = create_app(max_concurrent=3, max_queued=5, body_timeout=7.5, score_timeout=9)
+    assert app.state.max_concurrent == 3
+    assert app.state.max_queued == 5
+    assert app.state.body_timeout == 7.5
+    assert app.state.score_timeout == 9.0
+
+
+def test_openapi_documents_the_bodies_and_every_status(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    components = schema["components"]["schemas"]
+    assert {"EvaluateRequest", "RetrievalRequest", "Sample", "Prices"} <= set(components)
+    for path, model in (
+        ("/evaluate", "EvaluateRequest"),
+        ("/evaluate/retrieval", "RetrievalRequest"),
+    ):
+        operation = schema["paths"][path]["post"]
+        body = operation["requestBody"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": f"#/components/schemas/{model}"}
+        assert operation["requestBody"]["required"] is True
+        assert {"200", "400", "408", "413", "415", "422", "429", "503"} <= set(
+            operation["responses"]
+        )
+    samples = components["EvaluateRequest"]["properties"]["samples"]
+    assert samples["items"] == {"$ref": "#/components/schemas/Sample"}
+    refs = json.dumps(schema)
+    assert "#/$defs/" not in refs
