@@ -163,6 +163,7 @@ fast_codes = st.lists(st.sampled_from(ALL_CODES), max_size=8)
     codes=fast_codes,
     level=st.sampled_from([None, None, -1, 0, 0.5, 1, 2, 3.0, -0.0]),
 )
+@pytest.mark.slow
 def test_compiled_kernel_equals_python_kernel_on_recognised_input(
     ranked: list[str],
     judgements: dict[str, float],
@@ -180,6 +181,7 @@ def test_compiled_kernel_equals_python_kernel_on_recognised_input(
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # numpy grades, in Python
 @settings(max_examples=1000, deadline=None)
 @given(ranked=ranked_ids, judgements=judgement_dicts, ks=k_lists, codes=code_lists, level=levels)
+@pytest.mark.slow
 def test_compiled_kernel_equals_python_kernel_on_any_input(
     ranked: list[Any],
     judgements: dict[Any, Any],

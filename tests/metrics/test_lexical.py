@@ -357,6 +357,7 @@ def test_passage_haystack_holds_exactly_the_normalised_tokens(text: str) -> None
     assert tokens == set(squad_normalize(text).split())
 
 
+@pytest.mark.slow
 def test_memory_retained_after_scoring_long_texts_is_bounded() -> None:
     # memo caches keep short texts only: a stream of long passages must not pile up
     rng = random.Random(3)

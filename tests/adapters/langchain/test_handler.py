@@ -537,6 +537,7 @@ class _TwoDocs(BaseRetriever):
         return [Document("a", id="1"), Document("b", id="2")]
 
 
+@pytest.mark.slow
 def test_memory_stays_bounded_across_many_invocations():
     chain = _TwoDocs() | RunnableLambda(lambda docs: docs[0].page_content)
     handler = RagmeterCallbackHandler(max_samples=5)
