@@ -286,6 +286,7 @@ argv = ["eval", "data.jsonl", "--judge", "cli_judges:make_judge", "--judge-metri
 # module) is loaded now, because the interpreter's own files may be unreadable afterwards.
 evaluate_rag(samples, metrics=[Faithfulness(judge=judge)], judge_cache=None)
 cli.run(argv + ["--no-judge-cache", "--json"])
+cli.run(argv + ["--no-judge-cache"])  # the table and warnings: rich loads more modules lazily
 calls.clear()
 if os.geteuid() == 0:
     # Root ignores file modes, so a root test would never see the read-only case. Become
