@@ -402,7 +402,8 @@ def test_contexts_are_tokenised_once_per_sample_and_claims_use_set_lookups(
     monkeypatch.setattr(module, "_context_words", counting)
     claims = [f"Claim {i} mentions paris and word{i}" for i in range(200)]
     answer = ". ".join(claims) + "."
-    contexts = ["Paris is big. " * 1000, "claim mentions paris " * 1000]
+    contexts = ["Paris is big. " * 3000, "claim mentions paris " * 3000]  # > _CHUNK chars
+    assert len(" ".join(contexts)) > module._CHUNK
     score, supported, _ = faithfulness(answer, contexts)
     # the contexts are tokenised once for 200 claims, and each claim's 5 distinct content
     # words (claim, i, mentions, paris, word<i>) are looked up once each: the work is
@@ -420,3 +421,14 @@ def test_contexts_are_tokenised_once_per_sample_and_claims_use_set_lookups(
     calls.clear()
     assert faithfulness("Yes. It is.", contexts) == (1.0, [], [])
     assert calls == []  # no claim: the contexts are not even read
+    # Short contexts are searched as one string (cheapest for a few claims) until that
+    # scanning has cost a few times the input; then they are tokenised once, as above.
+    short = ["Paris is big. " * 300, "claim mentions paris " * 300]
+    calls.clear()
+    lookups = 0
+    assert faithfulness(answer, short) == _substring_faithfulness(answer, short)
+    assert calls == [len(" ".join(short))]
+    assert 0 < lookups < 5 * len(claims)
+    calls.clear()
+    assert faithfulness(claims[0] + ".", short) == _substring_faithfulness(claims[0] + ".", short)
+    assert calls == []  # one claim against short contexts: no set is built

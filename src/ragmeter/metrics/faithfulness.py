@@ -21,9 +21,10 @@ and digits (``3.14`` and ``1,000`` stay one token), minus :data:`ragmeter.text.S
 (articles, pronouns, auxiliaries, prepositions, conjunctions). Negations and numbers are
 content words, so "Paris is not in Spain" needs ``not`` in the contexts.
 
-Cost is linear in the size of the answer plus the contexts: the contexts are tokenised once
-per sample into a set of words, and each distinct content word of a claim is one lookup
-(``benchmarks/bench_faithfulness_scaling.py``: ~0.04 s per MiB at 1 and at 10 MiB).
+Cost is linear in the size of the answer plus the contexts: short contexts are searched as
+one string, and when that would cost more than a few times the input, the contexts are
+tokenised once per sample into a set of words and each distinct content word of a claim is
+one lookup (``benchmarks/bench_faithfulness_scaling.py``: ~0.04 s per MiB at 1 and 10 MiB).
 
 Limits -- this is a lexical heuristic, fast and free, not a judge:
 
@@ -67,7 +68,7 @@ from ragmeter.errors import InvalidInputError
 from ragmeter.metrics.base import RagMetric
 from ragmeter.metrics.lexical import _check_contexts, _check_text, _register
 from ragmeter.schema import RagSample
-from ragmeter.text import _WORD_RE, STOPWORDS, _ascii_words, word_tokens
+from ragmeter.text import _WORD_RE, STOPWORDS, _ascii_words, _word_haystack, word_tokens
 
 __all__ = [
     "SUPPORT_THRESHOLD",
@@ -101,10 +102,17 @@ _CLAIM_SPLIT = re.compile(
 )
 
 
-def _pieces(answer: str) -> Iterator[str]:
-    """``_CLAIM_SPLIT.split(answer)``, lazily: one short regex call per piece, so a
-    multi-megabyte answer never holds the interpreter (and a server's event loop) for one
-    long call. The pattern never matches an empty string, so this is exactly ``split``."""
+def _pieces(answer: str) -> Iterable[str]:
+    """``_CLAIM_SPLIT.split(answer)``; lazily for a long answer: one short regex call per
+    piece, so a multi-megabyte answer never holds the interpreter (and a server's event
+    loop) for one long call. The pattern never matches an empty string, so the lazy form is
+    exactly ``split``."""
+    if len(answer) <= _CHUNK:
+        return _CLAIM_SPLIT.split(answer)
+    return _lazy_pieces(answer)
+
+
+def _lazy_pieces(answer: str) -> Iterator[str]:
     start = 0
     for match in _CLAIM_SPLIT.finditer(answer):
         yield answer[start : match.start()]
@@ -181,17 +189,32 @@ def _faithfulness(
 ) -> tuple[float, list[str], list[str]]:
     """The score and claims; ``contexts`` are the contexts joined by spaces.
 
-    Linear in ``len(answer) + len(contexts)``: the contexts are tokenised once (and only
-    if the answer has a claim) into a set of words, and each claim's distinct content words
-    are looked up in it.
+    Linear in ``len(answer) + len(contexts)``. Typical samples (contexts up to
+    :data:`_CHUNK` characters) look each ``" word "`` up in a space-padded haystack of the
+    contexts' words, which is the cheapest for a few short claims; once that substring
+    scanning has cost a few times the input size (many claims against long contexts), the
+    contexts are tokenised once into a set of words and every further word is one set
+    lookup. Both give the same answer: a word occurs iff ``" word "`` is in the haystack.
     """
     supported: list[str] = []
     unsupported: list[str] = []
+    hay: str | None = None
     known: set[str] | None = None
+    budget = 4 * (len(answer) + len(contexts)) + (1 << 16)  # characters of substring search
     for claim, words in _split(answer):
-        if known is None:
-            known = _context_words(contexts)
-        if sum(map(known.__contains__, words)) / len(words) >= threshold:
+        if known is None and hay is None and len(contexts) <= _CHUNK:
+            hay = _word_haystack(contexts)
+        if hay is not None:
+            budget -= len(words) * len(hay)
+            if budget < 0:
+                hay = None
+        if hay is not None:
+            found = sum(map(hay.__contains__, [" " + w + " " for w in words]))
+        else:
+            if known is None:
+                known = _context_words(contexts)
+            found = sum(map(known.__contains__, words))
+        if found / len(words) >= threshold:
             supported.append(claim)
         else:
             unsupported.append(claim)
