@@ -64,6 +64,8 @@ V = TypeVar("V")
 _ABSENT: Sequence[str] = ("<absent>",)
 """What ``run.get`` answers for a query the run has no entry for (never scored itself)."""
 
+_STR = frozenset({str})
+
 MissingQueries = Literal["zero", "skip"]
 MISSING_QUERIES: dict[str, str] = {
     "zero": "a judged query missing from the run scores 0 and counts in the mean (= trec_eval -c)",
@@ -143,7 +145,7 @@ def _str_keys(mapping: Mapping[Any, V], what: str) -> Mapping[str, V]:
         raise InvalidInputError(
             f"{what} must be a mapping {{id: ...}}, got {type(mapping).__name__}"
         )
-    if all(type(key) is str for key in mapping):
+    if _STR.issuperset(map(type, mapping)):  # the usual case, checked at C speed
         return mapping
     out: dict[str, V] = {}
     original: dict[str, Any] = {}
@@ -292,7 +294,10 @@ def evaluate_run(
             ranked = empty
         elif ranked.__class__ is not list:
             ranked = _as_ranking(qid, ranked)
-        values, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes, level)
+        try:  # the fast path inline; _score_one handles every exception (ids, grades)
+            values = score_query(ranked, judgements, ks, codes, level)
+        except Exception:
+            values, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes, level)
         if values is None:
             continue
         if absent:
