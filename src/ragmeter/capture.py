@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from pydantic import ValidationError
 
 from ragmeter.errors import InvalidInputError, some_ids
-from ragmeter.schema import RagSample, samples_to_qrels, samples_to_run
+from ragmeter.schema import RagSample, sample_keys, samples_to_qrels, samples_to_run
 
 if TYPE_CHECKING:
     from ragmeter.evaluation.retrieval import MissingQueries
@@ -264,29 +264,6 @@ class Hints:
         """``ragmeter_<framework>`` (``ragmeter`` for the core)."""
         name = self.framework
         return logging.getLogger("ragmeter" if name == "ragmeter" else f"ragmeter_{name}")
-
-
-def sample_keys(ids: Iterable[str]) -> list[str]:
-    """The key each sample is scored under: its id, or ``"<id>#2"``, ``"<id>#3"``... for a repeat.
-
-    The rule of ``evaluate_rag``'s ``per_sample`` and of :func:`ragmeter.schema.samples_to_run`:
-    an id already taken gets the first free ``#n`` suffix, so no sample is ever dropped.
-
-    >>> sample_keys(["q1", "q2", "q1", "q1"])
-    ['q1', 'q2', 'q1#2', 'q1#3']
-    """
-    keys: list[str] = []
-    taken: set[str] = set()
-    for sid in ids:
-        key = sid
-        if key in taken:
-            suffix = 2
-            while f"{sid}#{suffix}" in taken:
-                suffix += 1
-            key = f"{sid}#{suffix}"
-        taken.add(key)
-        keys.append(key)
-    return keys
 
 
 def sample_id_problem(

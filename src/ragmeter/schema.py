@@ -29,8 +29,10 @@ from ragmeter.spans import GoldSpan, Span
 __all__ = [
     "RAG_EVAL_ALIASES",
     "RagSample",
+    "SampleKeys",
     "SampleLike",
     "coerce_sample",
+    "sample_keys",
     "samples_to_qrels",
     "samples_to_run",
 ]
@@ -225,6 +227,48 @@ def _describe(exc: Exception, sample: Mapping[str, Any], index: int | None) -> s
     return f"{where}: {exc}"
 
 
+class SampleKeys:
+    """The key each sample is scored under, one sample at a time: its id, or ``"<id>#2"``,
+    ``"<id>#3"``... (the first free suffix) when an earlier sample already took it.
+
+    One rule for ``evaluate_rag``'s ``per_sample``, :func:`samples_to_run`,
+    :func:`samples_to_qrels`, the judges and the adapters' stores, so no sample is ever
+    dropped and every view names the same samples.
+
+    >>> keys = SampleKeys()
+    >>> [keys(i) for i in ["q1", "q2", "q1", "q1"]], keys.repeats
+    (['q1', 'q2', 'q1#2', 'q1#3'], 2)
+    """
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+        self.repeats = 0
+        """How many keys so far were renamed because their id was taken."""
+
+    def __call__(self, sample_id: str) -> str:
+        key = sample_id
+        if key in self._taken:
+            self.repeats += 1
+            suffix = 2
+            while f"{sample_id}#{suffix}" in self._taken:
+                suffix += 1
+            key = f"{sample_id}#{suffix}"
+        self._taken.add(key)
+        return key
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._taken
+
+
+def sample_keys(ids: Iterable[str]) -> list[str]:
+    """The key of each id in order (see :class:`SampleKeys`).
+
+    >>> sample_keys(["q1", "q2", "q1", "q1"])
+    ['q1', 'q2', 'q1#2', 'q1#3']
+    """
+    return list(map(SampleKeys(), ids))
+
+
 def samples_to_run(samples: Iterable[SampleLike]) -> dict[str, list[str]]:
     """``{sample_id: retrieved_ids}`` for samples that carry ``retrieved_ids``.
 
@@ -237,16 +281,10 @@ def samples_to_run(samples: Iterable[SampleLike]) -> dict[str, list[str]]:
     {'q1': ['d1'], 'q1#2': []}
     """
     run: dict[str, list[str]] = {}
-    taken: set[str] = set()
+    keys = SampleKeys()
     for i, s in enumerate(samples):
         sample = coerce_sample(s, index=i)
-        key = sample.id
-        if key in taken:
-            suffix = 2
-            while f"{key}#{suffix}" in taken:
-                suffix += 1
-            key = f"{key}#{suffix}"
-        taken.add(key)
+        key = keys(sample.id)
         if sample.retrieved_ids is not None:
             run[key] = list(sample.retrieved_ids)
     return run
@@ -260,16 +298,10 @@ def samples_to_qrels(
     Keyed like :func:`samples_to_run` (a repeated id becomes ``"<id>#2"``...).
     """
     qrels: dict[str, dict[str, float]] = {}
-    taken: set[str] = set()
+    keys = SampleKeys()
     for i, s in enumerate(samples):
         sample = coerce_sample(s, index=i)
-        key = sample.id
-        if key in taken:
-            suffix = 2
-            while f"{key}#{suffix}" in taken:
-                suffix += 1
-            key = f"{key}#{suffix}"
-        taken.add(key)
+        key = keys(sample.id)
         rel = sample.relevance_map()
         if rel is not None:
             qrels[key] = rel

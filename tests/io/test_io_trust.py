@@ -180,12 +180,12 @@ def test_repeated_judgements_conflicting_are_refused_identical_are_counted(tmp_p
     same = read_beir_qrels(write(tmp_path / "s.tsv", b"q1\ta\t1\nq1\ta\t1\nq1\tb\t1\nq1\tb\t1\n"))
     assert same == {"q1": {"a": 1, "b": 1}}
     assert same.warnings == [
-        "2 qrels row(s) repeat an earlier row with the same score; each was counted once"
+        "2 qrels line(s) repeat an earlier judgement with the same score; each was counted once"
     ]
     trec_same = read_trec_qrels(write(tmp_path / "s.qrels", b"q1 0 a 1\nq1 0 a 1\n"))
     assert len(trec_same.warnings) == 1
     report = evaluate_run(same, {"q1": ["a", "b"]}, k_values=[2])
-    assert any("2 qrels row(s) repeat" in w and "s.tsv" in w for w in report.warnings)
+    assert any("2 qrels line(s) repeat" in w and "s.tsv" in w for w in report.warnings)
 
 
 def test_repeated_corpus_ids_conflicting_are_refused_identical_are_counted(tmp_path: Path) -> None:

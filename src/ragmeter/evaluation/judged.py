@@ -24,7 +24,7 @@ from ragmeter.judge.cache import JudgeCache
 from ragmeter.judge.metrics import JudgeMetric
 from ragmeter.judge.runner import JudgeOptions, run_judges
 from ragmeter.report import RagEvalReport
-from ragmeter.schema import RagSample, SampleLike, coerce_sample
+from ragmeter.schema import SampleLike, coerce_sample, sample_keys
 
 __all__ = ["DEFAULT_CACHE", "evaluate_with_judges", "open_cache"]
 
@@ -43,22 +43,6 @@ def open_cache(judge_cache: CacheArg) -> JudgeCache | None:
     if isinstance(judge_cache, str) and judge_cache == DEFAULT_CACHE:
         return JudgeCache()
     return JudgeCache(judge_cache)
-
-
-def _unique_ids(samples: Sequence[RagSample]) -> list[str]:
-    # The same renaming evaluate_rag applies: a repeated id becomes "<id>#2", "<id>#3", ...
-    seen: set[str] = set()
-    out: list[str] = []
-    for s in samples:
-        sid = s.id
-        if sid in seen:
-            suffix = 2
-            while f"{sid}#{suffix}" in seen:
-                suffix += 1
-            sid = f"{sid}#{suffix}"
-        seen.add(sid)
-        out.append(sid)
-    return out
 
 
 def evaluate_with_judges(
@@ -94,9 +78,9 @@ def evaluate_with_judges(
         report = evaluate(coerced, metrics=chosen, **kwargs)
     else:
         report = RagEvalReport(metrics={}, coverage={}, n_samples=len(coerced))
-        report.per_sample = {sid: {} for sid in _unique_ids(coerced)}
+        report.per_sample = {sid: {} for sid in sample_keys([s.id for s in coerced])}
         report.skipped_lines = int(kwargs.get("skipped_lines", 0) or 0)
-    ids = _unique_ids(coerced)
+    ids = sample_keys([s.id for s in coerced])
     renamed = [
         s if s.id == sid else s.model_copy(update={"id": sid})
         for s, sid in zip(coerced, ids, strict=True)

@@ -47,7 +47,7 @@ from ragmeter.metrics import operational as _operational
 from ragmeter.metrics import sample_retrieval as _sample_retrieval
 from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
-from ragmeter.schema import RAG_EVAL_ALIASES, RagSample, SampleLike, coerce_sample
+from ragmeter.schema import RAG_EVAL_ALIASES, RagSample, SampleKeys, SampleLike, coerce_sample
 
 __all__ = ["DEFAULT_METRICS", "SEED_METRICS", "SPAN_METRICS", "evaluate_rag"]
 
@@ -371,7 +371,7 @@ def evaluate_rag(
     failed: dict[str, str] = {}
     run: dict[str, list[str]] = {}
     qrels: dict[str, dict[str, float]] = {}
-    n_dup = 0
+    keys = SampleKeys()
     lookalikes: Counter[tuple[str, str]] = Counter()
     blank = dict.fromkeys([_key(m) for m in resolved])
     collected: dict[str, list[float]] = {key: [] for key in blank}
@@ -379,13 +379,7 @@ def evaluate_rag(
 
     for index, item in enumerate(samples):
         sample = item if type(item) is RagSample else coerce_sample(item, index=index)
-        sid = sample.id
-        if sid in rows:
-            n_dup += 1
-            suffix = 2
-            while f"{sid}#{suffix}" in rows:
-                suffix += 1
-            sid = f"{sid}#{suffix}"
+        sid = keys(sample.id)
         row = dict(blank)
         rows[sid] = row
         if sample.metadata:
@@ -481,9 +475,9 @@ def evaluate_rag(
             for key in dropped:
                 row.pop(key, None)
     log.extend(failed.values())
-    if n_dup:
+    if keys.repeats:
         log.append(
-            f"{n_dup} sample id(s) repeat an earlier one; they are reported as '<id>#2', "
+            f"{keys.repeats} sample id(s) repeat an earlier one; they are reported as '<id>#2', "
             "'<id>#3', ... in per_sample"
         )
     for (key, meant), count in lookalikes.most_common():

@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from typing import IO, Any, TypeVar
 
 from ragmeter.errors import DataFormatError
+from ragmeter.metrics._kernel import MAX_GRADE
 
-__all__ = ["BOM", "Records", "open_binary", "raw_lines", "text_lines"]
+__all__ = ["BOM", "QrelsBuilder", "Records", "open_binary", "raw_lines", "text_lines"]
 
 BOM = b"\xef\xbb\xbf"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -121,3 +122,55 @@ def text_lines(path: PathLike) -> Iterator[tuple[int, str]]:
                 line=lineno,
             ) from None
         yield lineno, text
+
+
+class QrelsBuilder:
+    """Collects a qrels file's judgements the same way in every reader.
+
+    :meth:`add` refuses a grade beyond ``|2**53|`` (or NaN, infinite) and a doc judged
+    twice for one query with two grades, naming the file and both lines; an identical
+    repeat is kept once and counted in the :meth:`records`' ``warnings``.
+    """
+
+    def __init__(self, path: PathLike, word: str) -> None:
+        self.path = str(path)
+        self.word = word  # what the file calls a grade: "grade" (TREC) or "score" (BEIR)
+        self.qrels: dict[str, dict[str, float]] = {}
+        self._first_line: dict[tuple[str, str], int] = {}
+        self.repeats = 0
+
+    def add(self, qid: str, doc: str, value: float, lineno: int, text: str) -> None:
+        """Judge ``doc`` for ``qid`` with ``value`` (read from ``text`` on line ``lineno``)."""
+        if not -MAX_GRADE <= value <= MAX_GRADE:
+            raise DataFormatError(
+                f"{self.word} must be a finite number with |{self.word}| <= 2**53, got "
+                f"{text!r} (query {qid!r}, doc {doc!r})",
+                path=self.path,
+                line=lineno,
+            )
+        judgements = self.qrels.setdefault(qid, {})
+        if doc in judgements:
+            if judgements[doc] != value:
+                raise DataFormatError(
+                    f"doc {doc!r} is judged twice for query {qid!r}, with {self.word}s "
+                    f"{judgements[doc]} (line {self._first_line[(qid, doc)]}) and {value}; "
+                    "keep one",
+                    path=self.path,
+                    line=lineno,
+                )
+            self.repeats += 1
+            return
+        judgements[doc] = value
+        self._first_line[(qid, doc)] = lineno
+
+    def records(self) -> Records[dict[str, float]]:
+        """The qrels read, with a note counting identical repeats."""
+        notes = (
+            [
+                f"{self.repeats} qrels line(s) repeat an earlier judgement with the same "
+                f"{self.word}; each was counted once"
+            ]
+            if self.repeats
+            else []
+        )
+        return Records(self.qrels, source=self.path, warnings=notes)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ragmeter.errors import DataFormatError, InvalidInputError
-from ragmeter.io._lines import Records, text_lines
+from ragmeter.io._lines import QrelsBuilder, Records, text_lines
 from ragmeter.metrics._kernel import MAX_GRADE
 
 __all__ = ["DEFAULT_QRELS_PATHS", "BeirDataset", "read_beir", "read_beir_qrels", "write_beir"]
@@ -129,9 +129,7 @@ def read_beir_qrels(path: PathLike) -> Records[dict[str, float]]:
     and counted in ``warnings``. Raises :class:`~ragmeter.errors.DataFormatError` naming
     the file and line.
     """
-    qrels: dict[str, dict[str, float]] = {}
-    first_line: dict[tuple[str, str], int] = {}
-    repeats = 0
+    builder = QrelsBuilder(path, "score")
     for lineno, row in text_lines(path):
         if not row.strip():
             continue
@@ -162,32 +160,8 @@ def read_beir_qrels(path: PathLike) -> Records[dict[str, float]]:
                     path=str(path),
                     line=lineno,
                 ) from None
-        if not -MAX_GRADE <= value <= MAX_GRADE:
-            raise DataFormatError(
-                f"score must be a finite number with |score| <= 2**53, got {score!r} "
-                f"(query {qid!r}, doc {doc!r})",
-                path=str(path),
-                line=lineno,
-            )
-        judgements = qrels.setdefault(qid, {})
-        if doc in judgements:
-            if judgements[doc] != value:
-                raise DataFormatError(
-                    f"doc {doc!r} is judged twice for query {qid!r}, with scores "
-                    f"{judgements[doc]} (line {first_line[(qid, doc)]}) and {value}; keep one",
-                    path=str(path),
-                    line=lineno,
-                )
-            repeats += 1
-            continue
-        judgements[doc] = value
-        first_line[(qid, doc)] = lineno
-    notes = (
-        [f"{repeats} qrels row(s) repeat an earlier row with the same score; each was counted once"]
-        if repeats
-        else []
-    )
-    return Records(qrels, source=str(path), warnings=notes)
+        builder.add(qid, doc, value, lineno, score)
+    return builder.records()
 
 
 def read_beir(directory: PathLike, *, qrels: str | None = None) -> BeirDataset:

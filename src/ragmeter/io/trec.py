@@ -22,11 +22,10 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ragmeter.errors import DataFormatError, InvalidInputError
-from ragmeter.io._lines import Records, text_lines
-from ragmeter.metrics._kernel import MAX_GRADE
+from ragmeter.io._lines import QrelsBuilder, Records, text_lines
 
 __all__ = [
     "TREC_ORDERING",
@@ -84,9 +83,7 @@ def read_trec_qrels(path: PathLike) -> Records[dict[str, int]]:
     doc judged twice for one query with different grades, or a line that cannot be read.
     A doc judged twice with the same grade is kept once, and counted in ``warnings``.
     """
-    qrels: dict[str, dict[str, int]] = {}
-    first_line: dict[tuple[str, str], int] = {}
-    repeats = 0
+    builder = QrelsBuilder(path, "grade")
     for lineno, fields in _lines(path):
         if len(fields) != 4:
             raise DataFormatError(
@@ -110,34 +107,8 @@ def read_trec_qrels(path: PathLike) -> Records[dict[str, int]]:
                     line=lineno,
                 ) from None
             value = int(as_float)
-        if not -MAX_GRADE <= value <= MAX_GRADE:
-            raise DataFormatError(
-                f"grade {grade} is out of range: |grade| must be <= 2**53 (query {qid!r}, "
-                f"doc {doc!r})",
-                path=str(path),
-                line=lineno,
-            )
-        judgements = qrels.setdefault(qid, {})
-        if doc in judgements:
-            if judgements[doc] != value:
-                raise DataFormatError(
-                    f"doc {doc!r} is judged twice for query {qid!r}, with grades "
-                    f"{judgements[doc]} (line {first_line[(qid, doc)]}) and {value}; keep one",
-                    path=str(path),
-                    line=lineno,
-                )
-            repeats += 1
-            continue
-        judgements[doc] = value
-        first_line[(qid, doc)] = lineno
-    notes = [_repeats_note(repeats, "judgement")] if repeats else []
-    return Records(qrels, source=str(path), warnings=notes)
-
-
-def _repeats_note(count: int, what: str) -> str:
-    return (
-        f"{count} {what} line(s) repeat an earlier line with the same value; each was counted once"
-    )
+        builder.add(qid, doc, value, lineno, grade)
+    return cast("Records[dict[str, int]]", builder.records())
 
 
 def read_trec_run(path: PathLike) -> Run:
