@@ -416,7 +416,9 @@ def test_eval_json_agrees_with_rag_eval(
     from rag_eval.faithfulness import faithfulness
     from rag_eval.retrieval import precision_at_k
 
-    code, out, err = invoke(capsys, "eval", str(rag_eval_file), "--json", "--k", "2")
+    code, out, err = invoke(
+        capsys, "eval", str(rag_eval_file), "--json", "--k", "2", "--per-sample"
+    )
     assert code == 0, err
     report = json.loads(out)
     assert report["kind"] == "rag"

@@ -53,6 +53,15 @@ DirectionOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+HtmlOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="Also write the comparison as one self-contained HTML file (scatter, wins, "
+        "most-moved queries, drill-downs side by side).",
+        show_default=False,
+    ),
+]
 
 
 def _run_or_exit(fn: Callable[[], T], code: int) -> T:
@@ -102,13 +111,14 @@ def _samples_report(path: Path, metric: str | None) -> RagEvalReport:
         ) from None
     samples: Any = read_jsonl(path)
     if metric is None:
-        return evaluate_rag(samples)
+        return evaluate_rag(samples, per_sample=True)  # a paired test needs every score
     m = _KEY.match(metric)
     if m is None:
         raise InvalidInputError(f"--metric must look like 'token_f1' or 'ndcg@5', got {metric!r}")
     if m.group("k"):
-        return evaluate_rag(samples, metrics=[m.group("name")], k=int(m.group("k")))
-    return evaluate_rag(samples, metrics=[metric])
+        k = int(m.group("k"))
+        return evaluate_rag(samples, metrics=[m.group("name")], k=k, per_sample=True)
+    return evaluate_rag(samples, metrics=[metric], per_sample=True)
 
 
 def _by_order(report: Comparable, metric: str | None) -> Comparable:
@@ -126,6 +136,11 @@ def _by_order(report: Comparable, metric: str | None) -> Comparable:
             str(i): {key: row.get(key)} for i, row in enumerate(report.per_sample.values(), 1)
         },
         higher_is_better={key: report.higher_is_better.get(key, True)},
+        details={  # faithfulness' claims, for compare --html
+            str(i): report.details[sid]
+            for i, sid in enumerate(report.per_sample, 1)
+            if sid in report.details
+        },
     )
 
 
@@ -162,6 +177,53 @@ def _labels(paths: list[Path]) -> list[str]:
     if len(set(stems)) == len(stems):
         return stems
     return [f"{i}:{stem}" for i, stem in enumerate(stems, 1)]
+
+
+def _write_compare_html(
+    html: Path,
+    result: Any,
+    reports: list[Comparable],
+    paths: list[Path],
+    samples: bool,
+    by_order: bool,
+    judged: Mapping[str, Mapping[str, float]] | None,
+    qrels: Path | None,
+    queries: Path | None,
+    corpus: Path | None,
+) -> None:
+    """Write ``ragmeter compare --html``: re-read what the page's drill-downs show."""
+    from ragmeter.html import write_comparison
+    from ragmeter.html._inputs import beir_texts, load_texts
+
+    options: dict[str, Any] = {}
+    if samples:
+        from ragmeter.io.jsonl import read_jsonl
+
+        read = [list(read_jsonl(p)) for p in paths]
+        if by_order:  # the reports were keyed "1", "2", ... by line: key the samples so too
+            read = [[s.model_copy(update={"id": str(i)}) for i, s in enumerate(r, 1)] for r in read]
+        options["samples_a"], options["samples_b"] = read
+    else:
+        from ragmeter.io.trec import read_trec_run
+
+        options["run_a"], options["run_b"] = (read_trec_run(p) for p in paths)
+        options["qrels"] = judged
+    texts = load_texts(queries, "queries") if queries is not None else None
+    docs = load_texts(corpus, "corpus") if corpus is not None else None
+    if qrels is not None and qrels.is_dir():  # a BEIR directory brings its own texts
+        texts = texts if texts is not None else beir_texts(qrels, "queries")
+        docs = docs if docs is not None else beir_texts(qrels, "corpus")
+    written = write_comparison(
+        result,
+        html,
+        a=reports[0],
+        b=reports[1],
+        queries=texts,
+        corpus=docs,
+        dataset=qrels.name if qrels is not None and qrels.is_dir() else None,
+        **options,
+    )
+    typer.echo(f"wrote {written}", err=True)
 
 
 def compare_command(
@@ -206,6 +268,24 @@ def compare_command(
     ] = None,
     higher_is_better: DirectionOpt = None,
     as_json: JsonOpt = False,
+    html: HtmlOpt = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries",
+            help="With --html: query texts (a BEIR directory, queries.jsonl, or a TSV "
+            "'id<TAB>text'); a BEIR --qrels directory brings its own.",
+            show_default=False,
+        ),
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--corpus",
+            help="With --html: document texts for snippets (a BEIR directory or corpus.jsonl).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Is the difference real? Paired test, confidence interval and per-query wins.
 
@@ -218,6 +298,7 @@ def compare_command(
         reports: list[Comparable]
         if pair_by not in ("id", "order"):
             raise InvalidInputError(f"--pair-by must be 'id' or 'order', got {pair_by!r}")
+        judged: Mapping[str, Mapping[str, float]] | None = None
         if samples:
             reports = [_samples_report(p, metric) for p in runs]
             if pair_by == "order":
@@ -241,10 +322,28 @@ def compare_command(
             "on_missing": on_missing,
             "higher_is_better": higher_is_better,
         }
+        if html is not None and len(reports) != 2:
+            raise InvalidInputError(
+                f"--html draws one comparison of two systems, got {len(reports)} runs: "
+                "compare each against the baseline in its own command"
+            )
         if len(reports) == 2:
             result = compare(
                 reports[0], reports[1], label_a=labels[0], label_b=labels[1], **options
             )
+            if html is not None:
+                _write_compare_html(
+                    html,
+                    result,
+                    reports,
+                    runs,
+                    samples,
+                    pair_by == "order",
+                    None if samples else judged,
+                    qrels,
+                    queries,
+                    corpus,
+                )
             return json.dumps(result.to_dict(), indent=2) if as_json else str(result)
         table = compare_many(dict(zip(labels, reports, strict=True)), **options)
         return json.dumps(table.to_dict(), indent=2) if as_json else str(table)
@@ -274,13 +373,15 @@ def gate_command(
     on_missing: OnMissingOpt = "error",
     higher_is_better: DirectionOpt = None,
     as_json: JsonOpt = False,
+    html: HtmlOpt = None,
 ) -> None:
     """Fail (exit 1) only when the metric dropped by more than --max-drop AND significantly."""
 
     def run() -> tuple[str, int]:
+        base, now = load_comparable(baseline), load_comparable(current)
         result = gate(
-            load_comparable(baseline),
-            load_comparable(current),
+            base,
+            now,
             metric=metric,
             max_drop=max_drop,
             alpha=alpha,
@@ -290,6 +391,11 @@ def gate_command(
             on_missing=on_missing,  # type: ignore[arg-type]
             higher_is_better=higher_is_better,
         )
+        if html is not None:
+            from ragmeter.html import write_comparison
+
+            written = write_comparison(result.comparison, html, a=base, b=now, note=result.reason)
+            typer.echo(f"wrote {written}", err=True)
         text = json.dumps(result.to_dict(), indent=2) if as_json else str(result)
         return text, result.exit_code
 

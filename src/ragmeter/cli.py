@@ -323,7 +323,7 @@ def _emit_retrieval(
     if as_json and trec:
         raise CliError("--json and --trec are two output formats; choose one")
     if as_json:
-        typer.echo(report.to_json())
+        _print_json(report)
     elif trec:
         typer.echo("\n".join(trec_eval_lines(report, per_query=per_query)))
     else:
@@ -339,6 +339,12 @@ def _emit_retrieval(
         err = _stderr()
         for warning in report.warnings:
             err.print(f"warning: {warning}", markup=False)
+
+
+def _print_json(report: RetrievalEvalReport | RagEvalReport) -> None:
+    """The report as JSON on stdout, written a row at a time (never one giant string)."""
+    report.to_json(sys.stdout)
+    sys.stdout.write("\n")
 
 
 # --------------------------------------------------------------------------- options
@@ -390,6 +396,17 @@ _DEFAULT_K = ",".join(str(k) for k in DEFAULT_K_VALUES)
 DISPLAY_METRICS: tuple[str, ...] = ("ndcg", "recall", "precision", "map", "mrr", "hit_rate")
 
 
+PerQueryOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--per-query-out",
+        help="Also write every query's scores to FILE (.jsonl, .jsonl.gz or .parquet) as "
+        "they are computed.",
+        show_default=False,
+    ),
+]
+
+
 def _score_files(
     qrels: Mapping[str, Mapping[str, float]],
     run_path: Path,
@@ -397,21 +414,47 @@ def _score_files(
     metrics: Sequence[str] | None,
     relevance_level: float | None,
     missing_queries: str,
+    per_query_out: Path | None = None,
 ) -> RetrievalEvalReport:
+    """Score a run file query by query when its queries' lines are together (a run of any
+    size in little memory); otherwise read it whole. Both give the same report."""
+    from ragmeter.evaluation.retrieval import evaluate_run_file
+    from ragmeter.io.scores import score_format, write_scores
+    from ragmeter.io.trec import UngroupedRunError
+
     ks = parse_k_values(k)
     names = _split_list(metrics) or list(DISPLAY_METRICS)
     if missing_queries not in ("zero", "skip"):
         raise CliError(f"--missing-queries must be 'zero' or 'skip', got {missing_queries!r}")
     _existing_file(run_path, "run")
-    trec_run = read_trec_run(run_path)
-    return evaluate_run(
-        qrels,
-        trec_run,
-        k_values=ks,
-        metrics=names,
-        relevance_level=relevance_level,
-        missing_queries="skip" if missing_queries == "skip" else "zero",
-    )
+    if per_query_out is not None:
+        try:
+            score_format(per_query_out)
+        except InvalidInputError as exc:
+            raise CliError(f"--per-query-out: {exc}") from None
+    mode: Any = "skip" if missing_queries == "skip" else "zero"
+    try:
+        report = evaluate_run_file(
+            qrels,
+            run_path,
+            k_values=ks,
+            metrics=names,
+            relevance_level=relevance_level,
+            missing_queries=mode,
+        )
+    except UngroupedRunError:  # a query's lines are spread over the file: read it whole
+        report = evaluate_run(
+            qrels,
+            read_trec_run(run_path),
+            k_values=ks,
+            metrics=names,
+            relevance_level=relevance_level,
+            missing_queries=mode,
+        )
+    if per_query_out is not None:  # the per-query rows are small: kept for --json/--trec -q
+        write_scores(report, per_query_out)
+        report.extra["per_query_file"] = str(per_query_out)
+    return report
 
 
 @app.command()
@@ -430,9 +473,12 @@ def retrieval(
     as_json: JsonOpt = False,
     trec: TrecOpt = False,
     per_query: PerQueryOpt = False,
+    per_query_out: PerQueryOutOpt = None,
 ) -> None:
     """Score a TREC run against qrels (TREC or BEIR format, detected) like trec_eval."""
-    report = _score_files(read_qrels(qrels), run, k, metrics, relevance_level, missing_queries)
+    report = _score_files(
+        read_qrels(qrels), run, k, metrics, relevance_level, missing_queries, per_query_out
+    )
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
 
 
@@ -458,10 +504,13 @@ def beir(
     as_json: JsonOpt = False,
     trec: TrecOpt = False,
     per_query: PerQueryOpt = False,
+    per_query_out: PerQueryOutOpt = None,
 ) -> None:
     """Score a TREC run against a BEIR dataset's qrels (the corpus is not loaded)."""
     path = _beir_qrels_path(directory, qrels_file)
-    report = _score_files(read_beir_qrels(path), run, k, metrics, relevance_level, missing_queries)
+    report = _score_files(
+        read_beir_qrels(path), run, k, metrics, relevance_level, missing_queries, per_query_out
+    )
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
 
 
@@ -1029,12 +1078,41 @@ def eval_command(
             rich_help_panel=_JUDGE_PANEL,
         ),
     ] = False,
+    per_sample_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--per-sample-out",
+            help="Write every sample's scores to FILE (.jsonl, .jsonl.gz or .parquet) as they "
+            "are computed; memory stays flat.",
+            show_default=False,
+        ),
+    ] = None,
+    keep_per_sample: Annotated[
+        bool,
+        typer.Option(
+            "--per-sample",
+            help="Put every sample's scores in the --json output (held in memory until the "
+            "end; for ragmeter gate/compare on a saved report).",
+        ),
+    ] = False,
 ) -> None:
-    """Score RAG samples from a JSONL file (rag-eval's `eval`, ragmeter's metrics)."""
+    """Score RAG samples from a JSONL or Parquet file (rag-eval's `eval`, ragmeter's metrics).
+
+    The samples are streamed: memory does not grow with the file (per-sample scores go to
+    --per-sample-out, or into --json with --per-sample).
+    """
     from ragmeter.evaluation.rag import evaluate_rag
     from ragmeter.io.jsonl import read_jsonl
+    from ragmeter.io.scores import score_format, write_scores
 
     _existing_file(data, "data")
+    if per_sample_out is not None:
+        try:
+            score_format(per_sample_out)
+        except InvalidInputError as exc:
+            raise CliError(f"--per-sample-out: {exc}") from None
+    parquet = data.name.lower().endswith((".parquet", ".pq"))
+    kind = "Parquet row" if parquet else "JSON object"
     judge_only = {
         "--judge-metrics": bool(judge_metrics),
         "--judge-cache": judge_cache is not None,
@@ -1068,9 +1146,20 @@ def eval_command(
             "--metrics cost_usd needs token prices: add --input-price and --output-price "
             "(USD per million prompt / completion tokens)"
         )
-    reader = read_jsonl(data, skip_errors=skip_errors)
+    reader: Any
+    if parquet:
+        from ragmeter.io.arrow import read_parquet
+
+        reader = read_parquet(data, skip_errors=skip_errors)
+    else:
+        reader = read_jsonl(data, skip_errors=skip_errors)
     enabled = _progress_wanted(data, as_json)
-    total = _count_lines(data) if enabled and data.suffix != ".gz" else None
+    total = None
+    if enabled:
+        if parquet:
+            total = reader.num_rows
+        elif data.suffix != ".gz":
+            total = _count_lines(data)
     samples = _with_progress(reader, total=total, enabled=enabled)
     judge_keys: list[str] = []
     cache_path: Path | None = None
@@ -1085,8 +1174,8 @@ def eval_command(
             samples.close()
         if not loaded:
             raise NoSamplesError(
-                f"{data}: no samples to score: the file holds no JSON object "
-                "(JSONL = one JSON object per line)"
+                f"{data}: no samples to score: the file holds no {kind} "
+                + ("" if parquet else "(JSONL = one JSON object per line)")
             )
         judged, notes = _judge_metrics(the_judge, judge_names, repeats or 1, loaded)
         judge_keys = [m.name for m in judged]
@@ -1125,21 +1214,28 @@ def eval_command(
         finally:
             if cache is not None:
                 cache.close()
+        if per_sample_out is not None:
+            write_scores(report, per_sample_out)
+            report.extra["per_sample_file"] = str(per_sample_out)
     else:
+        keep: Any = per_sample_out if per_sample_out is not None else keep_per_sample
         try:
-            report = evaluate_rag(samples, metrics=names or None, k=k, prices=prices)
+            report = evaluate_rag(
+                samples, metrics=names or None, k=k, prices=prices, per_sample=keep
+            )
         except NoSamplesError:
-            note = f" ({len(reader.skipped)} malformed lines skipped)" if reader.skipped else ""
+            what = "rows" if parquet else "lines"
+            note = f" ({len(reader.skipped)} malformed {what} skipped)" if reader.skipped else ""
             raise NoSamplesError(
-                f"{data}: no samples to score: the file holds no JSON object{note} "
-                "(JSONL = one JSON object per line)"
+                f"{data}: no samples to score: the file holds no {kind}{note}"
+                + ("" if parquet else " (JSONL = one JSON object per line)")
             ) from None
         finally:
             samples.close()  # stops the progress bar at once, also on an error
     skipped = list(reader.skipped)
     report.skipped_lines = len(skipped)
     if as_json:
-        typer.echo(report.to_json())
+        _print_json(report)
         return
     heading = f"RAG evaluation: {report.n_samples} samples"
     if report.skipped_lines:
@@ -1148,15 +1244,180 @@ def eval_command(
     if judge_keys:
         _print_judge_summary(report, judge_keys, cache_path)
     err = _stderr()
+    unit = "row" if parquet else "line"
     for line, message in skipped[:20]:
-        err.print(f"skipped line {line}: {message}", markup=False)
+        err.print(f"skipped {unit} {line}: {message}", markup=False)
     if len(skipped) > 20:
-        err.print(f"... and {len(skipped) - 20} more skipped lines", markup=False)
+        err.print(f"... and {len(skipped) - 20} more skipped {unit}s", markup=False)
     for reason in dict(report.extra.get("not_computed") or {}).values():
         err.print(f"not computed: {reason}", markup=False, style="dim")
     for warning in report.warnings:
         if report.incomplete and warning.startswith("incomplete:"):
             continue  # said under the table already
+        err.print(f"warning: {warning}", markup=False)
+
+
+# --------------------------------------------------------------------------- report
+
+
+@app.command("report")
+def report_command(
+    html: Annotated[
+        Path,
+        typer.Option(
+            "--html",
+            help="Write the report here: one self-contained HTML file (works offline).",
+            show_default=False,
+        ),
+    ],
+    data: Annotated[
+        Path | None,
+        typer.Argument(
+            help="JSONL sample file (a RAG report); omit it and give --qrels and --run for a "
+            "retrieval report.",
+            show_default=False,
+        ),
+    ] = None,
+    qrels: Annotated[
+        Path | None,
+        typer.Option(
+            "--qrels",
+            help="Qrels: TREC, BEIR TSV, or a BEIR directory (whose queries and corpus are "
+            "then shown too).",
+            show_default=False,
+        ),
+    ] = None,
+    run: Annotated[
+        Path | None, typer.Option("--run", "-r", help="TREC run file.", show_default=False)
+    ] = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries",
+            help="Query texts: a BEIR directory, queries.jsonl, or a TSV 'id<TAB>text'.",
+            show_default=False,
+        ),
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--corpus",
+            help="Document texts for snippets: a BEIR directory or corpus.jsonl.",
+            show_default=False,
+        ),
+    ] = None,
+    k: Annotated[
+        str | None,
+        typer.Option(
+            "--k",
+            "-k",
+            help="Retrieval: comma-separated cut-offs (default 1,3,5,10,20,100). Samples: the "
+            "cut-off of the retrieval metrics (default 5).",
+            show_default=False,
+        ),
+    ] = None,
+    metrics: MetricsOpt = None,
+    relevance_level: LevelOpt = None,
+    missing_queries: MissingOpt = "zero",
+    skip_errors: Annotated[
+        bool,
+        typer.Option("--skip-errors", help="Samples: skip malformed lines (counted)."),
+    ] = False,
+    depth: Annotated[
+        int, typer.Option("--depth", min=1, help="Ranked docs (or retrieved ids) shown per item.")
+    ] = 10,
+    title: Annotated[str | None, typer.Option("--title", help="Page title.")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="Dataset name for the header.")
+    ] = None,
+    system: Annotated[
+        str | None,
+        typer.Option("--system", help="System name for the header (default: the file's name)."),
+    ] = None,
+) -> None:
+    """Write an HTML report: plots, a sortable per-query table and drill-down, one file."""
+    from ragmeter.html import write_rag_report, write_retrieval_report
+    from ragmeter.html._inputs import beir_texts, load_texts
+
+    if data is not None:
+        if qrels is not None or run is not None or queries is not None or corpus is not None:
+            raise CliError(
+                "give either a JSONL sample file (RAG report) or --qrels and --run (retrieval "
+                "report), not both; --queries and --corpus go with --qrels and --run"
+            )
+        from ragmeter.evaluation.rag import evaluate_rag
+        from ragmeter.io.jsonl import read_jsonl
+
+        _existing_file(data, "data")
+        cut_off = 5
+        if k is not None:
+            ks = parse_k_values(k)
+            if len(ks) != 1:
+                raise CliError(f"--k takes one cut-off for a sample file, got {k!r}")
+            cut_off = ks[0]
+        reader = read_jsonl(data, skip_errors=skip_errors)
+        samples = list(reader)
+        if not samples:
+            raise NoSamplesError(f"{data}: no samples to report: the file holds no JSON object")
+        rag = evaluate_rag(samples, metrics=_split_list(metrics) or None, k=cut_off)
+        rag.skipped_lines = len(reader.skipped)
+        written = write_rag_report(
+            rag,
+            html,
+            samples=samples,
+            title=title,
+            dataset=dataset,
+            system=system or data.stem,
+            depth=depth,
+        )
+        what = f"{rag.n_samples} samples"
+        warnings = list(rag.warnings)
+    else:
+        if qrels is None or run is None:
+            raise CliError(
+                "ragmeter report needs a JSONL sample file, or --qrels and --run for a TREC run"
+            )
+        if not qrels.exists():
+            raise CliError(f"qrels file not found: {qrels}")
+        if missing_queries not in ("zero", "skip"):
+            raise CliError(f"--missing-queries must be 'zero' or 'skip', got {missing_queries!r}")
+        from ragmeter.io import read_qrels as read_any_qrels
+
+        judged = read_any_qrels(qrels)
+        ranked = read_trec_run(_existing_file(run, "run"))
+        scored = evaluate_run(
+            judged,
+            ranked,
+            k_values=parse_k_values(k or _DEFAULT_K),
+            metrics=_split_list(metrics) or list(DISPLAY_METRICS),
+            relevance_level=relevance_level,
+            missing_queries="skip" if missing_queries == "skip" else "zero",
+        )
+        texts = load_texts(queries, "queries") if queries is not None else None
+        docs = load_texts(corpus, "corpus") if corpus is not None else None
+        if qrels.is_dir():  # a BEIR directory brings its own texts
+            texts = texts if texts is not None else beir_texts(qrels, "queries")
+            docs = docs if docs is not None else beir_texts(qrels, "corpus")
+        if queries is not None and queries.is_dir() and docs is None:
+            docs = beir_texts(queries, "corpus")
+        written = write_retrieval_report(
+            scored,
+            html,
+            run=ranked,
+            qrels=judged,
+            queries=texts,
+            corpus=docs,
+            title=title,
+            dataset=dataset or (qrels.name if qrels.is_dir() else None),
+            system=system or run.stem,
+            depth=depth,
+        )
+        what = f"{len(scored.per_query)} queries"
+        warnings = list(scored.warnings)
+    size = written.stat().st_size
+    typer.echo(f"wrote {written} ({size / 1e6:.1f} MB, {what})")
+    err = _stderr()
+    for warning in warnings:
         err.print(f"warning: {warning}", markup=False)
 
 

@@ -8,15 +8,20 @@ computed under, and render as text, markdown, JSON or a pandas frame.
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from pathlib import Path
+from typing import IO, Any, overload
 
 from ragmeter._version import __version__
+from ragmeter.aggregate import PERCENTILES as PERCENTILES  # re-exported (was defined here)
+from ragmeter.aggregate import Distribution, MeanRule, summarize_values
 from ragmeter.errors import InvalidInputError, MissingDependencyError
 
 __all__ = [
@@ -27,8 +32,6 @@ __all__ = [
     "WarningLog",
 ]
 
-PERCENTILES: tuple[int, ...] = (5, 25, 50, 75, 95)
-
 
 @dataclass(frozen=True)
 class DistributionSummary:
@@ -38,11 +41,20 @@ class DistributionSummary:
     before ``mean``/``median``/``std`` (population, ddof=0)/``min``/``max`` and the
     ``percentiles`` (``p5 p25 p50 p75 p95``, linear interpolation) are computed over the
     rest. An empty or all-``None`` input gives ``count=0`` and zeros, never a
-    ``ZeroDivisionError``.
+    ``ZeroDivisionError``. ``mean`` and ``std`` are correctly rounded (``statistics.mean``
+    and ``statistics.pstdev``; a retrieval report's ``mean`` is its metric, ``math.fsum``
+    over the queries divided by their number, as trec_eval sums).
+
+    ``exact`` is False when the summary comes from a streamed evaluation that kept no
+    per-item scores and the metric took more than
+    :data:`~ragmeter.aggregate.MAX_DISTINCT` distinct values: ``count``, ``missing``,
+    ``mean``, ``std``, ``min`` and ``max`` are still exact, and each order statistic behind
+    ``median`` and ``percentiles`` is within ``relative_error`` (0.001) of the exact one
+    (see :mod:`ragmeter.aggregate`); ``relative_error`` is 0.0 when exact.
 
     >>> s = DistributionSummary.of([1.0, 0.0, None, 0.5])
-    >>> s.count, s.missing, s.mean, s.median
-    (3, 1, 0.5, 0.5)
+    >>> s.count, s.missing, s.mean, s.median, s.exact
+    (3, 1, 0.5, 0.5, True)
     >>> DistributionSummary.of([]).mean
     0.0
     """
@@ -55,34 +67,43 @@ class DistributionSummary:
     min: float
     max: float
     percentiles: dict[str, float] = field(default_factory=dict)
+    exact: bool = True
+    relative_error: float = 0.0
 
     @classmethod
-    def of(cls, scores: Iterable[float | None]) -> DistributionSummary:
-        """Summarise raw per-item scores (``None`` = missing)."""
-        items = list(scores)
-        values = sorted(float(s) for s in items if s is not None)
-        missing = len(items) - len(values)
-        n = len(values)
-        if n == 0:
-            return cls(0, missing, 0.0, 0.0, 0.0, 0.0, 0.0, {f"p{p}": 0.0 for p in PERCENTILES})
-        try:
-            mean = math.fsum(values) / n
-            std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
-        except OverflowError:  # huge values (a latency of 1e308 ms): scale them first
-            scale = max(abs(values[0]), abs(values[-1]))
-            scaled = [v / scale for v in values]
-            mean_scaled = math.fsum(scaled) / n
-            mean = mean_scaled * scale
-            std = math.sqrt(math.fsum((v - mean_scaled) ** 2 for v in scaled) / n) * scale
+    def of(cls, scores: Iterable[float | None], *, mean: MeanRule = "exact") -> DistributionSummary:
+        """Summarise raw per-item scores (``None`` = missing); ``mean="fsum"`` gives
+        ``math.fsum(values) / n`` instead of the correctly rounded mean."""
+        values: list[float] = []
+        missing = 0
+        for s in scores:
+            if s is None:
+                missing += 1
+            else:
+                values.append(float(s))
+        return cls.from_stats(summarize_values(values, missing, mean=mean))
+
+    @classmethod
+    def of_distribution(
+        cls, distribution: Distribution, *, mean: MeanRule = "exact"
+    ) -> DistributionSummary:
+        """Summarise a mergeable :class:`~ragmeter.aggregate.Distribution`."""
+        return cls.from_stats(distribution.stats(mean=mean))
+
+    @classmethod
+    def from_stats(cls, stats: Mapping[str, Any]) -> DistributionSummary:
+        """Build from a statistics mapping (:meth:`to_dict` output or an aggregate's)."""
         return cls(
-            count=n,
-            missing=missing,
-            mean=mean,
-            median=_quantile(values, 0.5),
-            std=std,
-            min=values[0],
-            max=values[-1],
-            percentiles={f"p{p}": _quantile(values, p / 100) for p in PERCENTILES},
+            count=int(stats["count"]),
+            missing=int(stats["missing"]),
+            mean=float(stats["mean"]),
+            median=float(stats["median"]),
+            std=float(stats["std"]),
+            min=float(stats["min"]),
+            max=float(stats["max"]),
+            percentiles={str(k): float(v) for k, v in dict(stats.get("percentiles", {})).items()},
+            exact=bool(stats.get("exact", True)),
+            relative_error=float(stats.get("relative_error", 0.0)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,16 +111,31 @@ class DistributionSummary:
         return asdict(self)
 
 
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    frac = pos - lo
-    low, high = sorted_values[lo], sorted_values[hi]
-    value = low + (high - low) * frac
-    if math.isfinite(value):
-        return value
-    return low * (1 - frac) + high * frac  # high - low overflowed (values near +-1.8e308)
+class _Summaries(Mapping[str, DistributionSummary]):
+    """Summaries per metric key, each computed the first time it is asked for."""
+
+    def __init__(self, keys: Iterable[str], make: Callable[[str], DistributionSummary]) -> None:
+        self._keys = list(dict.fromkeys(keys))
+        self._known = set(self._keys)
+        self._make = make
+        self._done: dict[str, DistributionSummary] = {}
+
+    def __getitem__(self, key: str) -> DistributionSummary:
+        done = self._done.get(key)
+        if done is None:
+            if key not in self._known:
+                raise KeyError(key)
+            done = self._done[key] = self._make(key)
+        return done
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return f"<summaries of {len(self)} metric keys>"
 
 
 @dataclass(frozen=True)
@@ -174,8 +210,88 @@ def _finite(value: Any, where: str) -> float:
     return number
 
 
+def _loaded_summaries(data: Mapping[str, Any]) -> dict[str, DistributionSummary]:
+    """The saved summaries of a report that kept no per-item scores (a streamed one)."""
+    loaded: dict[str, DistributionSummary] = {}
+    for key, stats in dict(data.get("summaries") or {}).items():
+        try:
+            loaded[str(key)] = DistributionSummary.from_stats(stats)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInputError(f"report summaries[{key!r}] cannot be read: {exc!r}") from None
+    return loaded
+
+
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.4f}"
+
+
+_ROWS_KEYS = frozenset({"per_query", "per_sample"})
+"""Top-level keys whose rows :meth:`_ReportBase.to_json` writes one at a time."""
+
+
+class _Rows:
+    """Marks a ``{id: {key: value}}`` mapping that the JSON writer streams row by row."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
+        self.rows = rows
+
+
+def _json_value(value: Any) -> str:
+    """One row value as ``json.dumps(value, allow_nan=False)`` writes it, fast for floats."""
+    if type(value) is float:
+        if value - value == 0.0:  # finite
+            return repr(value)
+        raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+    return json.dumps(value, allow_nan=False)
+
+
+def _write_json(items: Iterable[tuple[str, Any]], fh: IO[str]) -> None:
+    """Write ``dict(items)`` as ``json.dumps(..., indent=2, allow_nan=False)`` would, but in
+    pieces: a :class:`_Rows` value is written one row at a time, never as one string."""
+    parts: list[str] = []
+    size = 0
+
+    def out(text: str) -> None:
+        nonlocal size
+        parts.append(text)
+        size += len(text)
+        if size >= 1 << 20:
+            fh.write("".join(parts))
+            parts.clear()
+            size = 0
+
+    out("{")
+    first = True
+    for key, value in items:
+        out(("\n" if first else ",\n") + "  " + json.dumps(key) + ": ")
+        first = False
+        if not isinstance(value, _Rows):
+            out(json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n  "))
+            continue
+        if not value.rows:
+            out("{}")
+            continue
+        out("{")
+        sep = "\n"
+        names: dict[str, str] = {}
+        for rid, row in value.rows.items():
+            out(sep + "    " + json.dumps(rid) + ": ")
+            sep = ",\n"
+            if not row:
+                out("{}")
+                continue
+            fields = []
+            for name, cell in row.items():
+                label = names.get(name)
+                if label is None:
+                    label = names[name] = "      " + json.dumps(name) + ": "
+                fields.append(label + _json_value(cell))
+            out("{\n" + ",\n".join(fields) + "\n    }")
+        out("\n  }")
+    out("\n}" if not first else "}")
+    fh.write("".join(parts))
 
 
 class _ReportBase:
@@ -184,18 +300,53 @@ class _ReportBase:
     def _summary_rows(self) -> list[tuple[str, DistributionSummary]]:
         raise NotImplementedError
 
-    def to_dict(self) -> dict[str, Any]:
+    def _items(self) -> Iterator[tuple[str, Any]]:
+        """``to_dict()``'s items, with the per-item rows wrapped in :class:`_Rows`."""
         raise NotImplementedError
 
-    def to_json(self, **kwargs: Any) -> str:
-        """The report as a JSON string (``kwargs`` go to :func:`json.dumps`).
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-ready)."""
+        return {k: (v.rows if isinstance(v, _Rows) else v) for k, v in self._items()}
 
-        Always standard JSON: a report holds no NaN or infinity (the drivers refuse them),
-        and ``allow_nan=False`` makes sure of it.
+    @overload
+    def to_json(self, fp: None = None, **kwargs: Any) -> str: ...
+
+    @overload
+    def to_json(self, fp: str | os.PathLike[str] | IO[str], **kwargs: Any) -> None: ...
+
+    def to_json(
+        self, fp: str | os.PathLike[str] | IO[str] | None = None, **kwargs: Any
+    ) -> str | None:
+        """The report as JSON: a string, or written to ``fp`` (a path or a text stream).
+
+        With ``fp`` the JSON is written in pieces, one per-query (or per-sample) row at a
+        time, so a 100k-query report never becomes one giant string; the text is the same
+        as ``json.dumps(report.to_dict(), indent=2)``. ``kwargs`` other than those defaults
+        go to :func:`json.dumps`. Always standard JSON: a report holds no NaN or infinity
+        (the drivers refuse them), and ``allow_nan=False`` makes sure of it.
         """
         kwargs.setdefault("indent", 2)
         kwargs.setdefault("allow_nan", False)
-        return json.dumps(self.to_dict(), **kwargs)
+        plain = kwargs == {"indent": 2, "allow_nan": False}
+        if fp is None:
+            if not plain:
+                return json.dumps(self.to_dict(), **kwargs)
+            buffer = io.StringIO()
+            _write_json(self._items(), buffer)
+            return buffer.getvalue()
+        if isinstance(fp, (str, os.PathLike)):
+            target = Path(fp)
+            with open(target, "w", encoding="utf-8") as fh:
+                self._dump(fh, plain, kwargs)
+            return None
+        self._dump(fp, plain, kwargs)
+        return None
+
+    def _dump(self, fh: IO[str], plain: bool, kwargs: dict[str, Any]) -> None:
+        if plain:
+            _write_json(self._items(), fh)
+        else:
+            json.dump(self.to_dict(), fh, **kwargs)
 
     def to_markdown(self) -> str:
         """A markdown table: one row per metric key, mean and spread."""
@@ -203,11 +354,17 @@ class _ReportBase:
             "| metric | mean | median | std | min | max | n | missing |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
+        approximate: list[tuple[str, DistributionSummary]] = []
         for key, s in self._summary_rows():
             lines.append(
                 f"| {key} | {s.mean:.4f} | {s.median:.4f} | {s.std:.4f} | {s.min:.4f} | "
                 f"{s.max:.4f} | {s.count} | {s.missing} |"
             )
+            if not s.exact:
+                approximate.append((key, s))
+        if approximate:
+            lines.append("")
+            lines.append(_approximate_note(approximate))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -215,6 +372,15 @@ class _ReportBase:
 
     def to_text(self) -> str:
         raise NotImplementedError
+
+
+def _approximate_note(rows: list[tuple[str, DistributionSummary]]) -> str:
+    error = max(s.relative_error for _, s in rows)
+    keys = ", ".join(k for k, _ in rows)
+    return (
+        f"median and percentiles of {keys} are approximate (each within a relative error of "
+        f"{error:g}; per-item scores were not kept); mean, std, min and max are exact"
+    )
 
 
 @dataclass
@@ -244,6 +410,13 @@ class RetrievalEvalReport(_ReportBase):
     warnings: list[str] = field(default_factory=list)
     missing_queries: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    distributions: dict[str, Distribution] = field(default_factory=dict, repr=False, compare=False)
+    """Mergeable per-key aggregates of a streamed evaluation that kept no per-query scores
+    (:func:`ragmeter.evaluate_run_file` with ``per_query=False`` or a path); the summaries
+    come from them when ``per_query`` is empty."""
+    _loaded: dict[str, DistributionSummary] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def n_missing(self) -> int:
@@ -260,19 +433,26 @@ class RetrievalEvalReport(_ReportBase):
         return self.metrics.get(f"ndcg@{k}")
 
     @cached_property
-    def summaries(self) -> dict[str, DistributionSummary]:
+    def summaries(self) -> Mapping[str, DistributionSummary]:
         """A :class:`DistributionSummary` per metric key over the scored queries.
 
-        A judged query left out of the mean because the run has no ranking for it
-        (``missing_queries="skip"``) counts as ``missing``.
+        Each key's summary is computed the first time it is asked for (``summary("ndcg@10")``
+        does not compute the other keys'). A judged query left out of the mean because the
+        run has no ranking for it (``missing_queries="skip"``) counts as ``missing``. The
+        ``mean`` is the report's metric (``math.fsum`` over the queries / their number).
         """
+        return _Summaries(self.metrics, self._summarize)
+
+    def _summarize(self, key: str) -> DistributionSummary:
+        if not self.per_query:
+            if key in self.distributions:
+                return DistributionSummary.of_distribution(self.distributions[key], mean="fsum")
+            if key in self._loaded:
+                return self._loaded[key]
         absent = sum(q not in self.per_query for q in self.missing_queries)
-        return {
-            key: DistributionSummary.of(
-                [row.get(key) for row in self.per_query.values()] + [None] * absent
-            )
-            for key in self.metrics
-        }
+        values = [row.get(key) for row in self.per_query.values()]
+        values.extend([None] * absent)
+        return DistributionSummary.of(values, mean="fsum")
 
     def summary(self, key: str) -> DistributionSummary:
         """The :class:`DistributionSummary` of one metric key, e.g. ``"ndcg@10"``."""
@@ -285,28 +465,26 @@ class RetrievalEvalReport(_ReportBase):
     def _summary_rows(self) -> list[tuple[str, DistributionSummary]]:
         return list(self.summaries.items())
 
-    def to_dict(self) -> dict[str, Any]:
+    def _items(self) -> Iterator[tuple[str, Any]]:
         """Plain-dict form: metrics, per-query scores, summaries and conventions."""
-        return {
-            "kind": "retrieval",
-            "metrics": dict(self.metrics),
-            "n_queries": self.n_queries,
-            "k_values": list(self.k_values),
-            "primary": self.primary,
-            "summaries": {k: s.to_dict() for k, s in self.summaries.items()},
-            "per_query": self.per_query,
-            "conventions": self.conventions.to_dict(),
-            "warnings": list(self.warnings),
-            "missing_queries": list(self.missing_queries),
-            "extra": dict(self.extra),
-        }
+        yield "kind", "retrieval"
+        yield "metrics", dict(self.metrics)
+        yield "n_queries", self.n_queries
+        yield "k_values", list(self.k_values)
+        yield "primary", self.primary
+        yield "summaries", {k: s.to_dict() for k, s in self.summaries.items()}
+        yield "per_query", _Rows(self.per_query)
+        yield "conventions", self.conventions.to_dict()
+        yield "warnings", list(self.warnings)
+        yield "missing_queries", list(self.missing_queries)
+        yield "extra", dict(self.extra)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RetrievalEvalReport:
         """Rebuild a report from :meth:`to_dict` output (e.g. a saved JSON file)."""
         known = set(Conventions.__dataclass_fields__)
         conv = {k: v for k, v in (data.get("conventions") or {}).items() if k in known}
-        return cls(
+        report = cls(
             metrics={str(k): _finite(v, f"metrics[{k!r}]") for k, v in data["metrics"].items()},
             per_query={
                 str(q): {str(k): _finite(v, f"per_query[{q!r}][{k!r}]") for k, v in row.items()}
@@ -319,6 +497,9 @@ class RetrievalEvalReport(_ReportBase):
             missing_queries=[str(q) for q in data.get("missing_queries", [])],
             extra=dict(data.get("extra", {})),
         )
+        if not report.per_query:
+            report._loaded = _loaded_summaries(data)
+        return report
 
     def to_pandas(self) -> Any:
         """Per-query scores as a ``pandas.DataFrame`` (one row per query, one column per key)."""
@@ -366,6 +547,30 @@ class RetrievalEvalReport(_ReportBase):
         out.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(out)
 
+    def to_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        run: Mapping[str, Iterable[str]] | None = None,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        queries: Mapping[str, str] | None = None,
+        corpus: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> Path:
+        """Write the report as one self-contained, offline HTML page and return its path.
+
+        Metric summaries and histograms, a sortable, filterable per-query table, and a
+        drill-down per query: its text (``queries``), the run's top docs (``run``) with their
+        grades (``qrels``; relevant ones marked) and snippets (``corpus``). ``options``:
+        ``title``, ``dataset``, ``system``, ``depth`` (docs shown, default 10),
+        ``max_bytes``; see :func:`ragmeter.html.write_retrieval_report`.
+        """
+        from ragmeter.html import write_retrieval_report
+
+        return write_retrieval_report(
+            self, path, run=run, qrels=qrels, queries=queries, corpus=corpus, **options
+        )
+
 
 @dataclass
 class RagEvalReport(_ReportBase):
@@ -393,6 +598,12 @@ class RagEvalReport(_ReportBase):
     """Extra per-sample detail, e.g. faithfulness' unsupported claims: ``{sample_id: {...}}``."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Anything else a driver reports (e.g. judge call counts); JSON-ready values."""
+    distributions: dict[str, Distribution] = field(default_factory=dict, repr=False, compare=False)
+    """Mergeable per-metric aggregates (:class:`~ragmeter.aggregate.Distribution`); the
+    summaries come from them when ``per_sample`` was not kept (a streamed evaluation)."""
+    _loaded: dict[str, DistributionSummary] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def judge_calls(self) -> int:
@@ -410,12 +621,22 @@ class RagEvalReport(_ReportBase):
         return bool(self.extra.get("incomplete", False))
 
     @cached_property
-    def summaries(self) -> dict[str, DistributionSummary]:
-        """A :class:`DistributionSummary` per metric over the samples (``None`` = missing)."""
-        return {
-            key: DistributionSummary.of([row.get(key) for row in self.per_sample.values()])
-            for key in self.metrics
-        }
+    def summaries(self) -> Mapping[str, DistributionSummary]:
+        """A :class:`DistributionSummary` per metric over the samples (``None`` = missing).
+
+        Exact from ``per_sample`` when it was kept; otherwise from the streamed aggregates
+        in ``distributions`` (see :attr:`DistributionSummary.exact`). Each key's summary is
+        computed the first time it is asked for.
+        """
+        return _Summaries(self.metrics, self._summarize)
+
+    def _summarize(self, key: str) -> DistributionSummary:
+        if not self.per_sample:
+            if key in self.distributions:
+                return DistributionSummary.of_distribution(self.distributions[key])
+            if key in self._loaded:
+                return self._loaded[key]
+        return DistributionSummary.of([row.get(key) for row in self.per_sample.values()])
 
     def summary(self, key: str) -> DistributionSummary:
         """The :class:`DistributionSummary` of one metric."""
@@ -428,26 +649,23 @@ class RagEvalReport(_ReportBase):
     def _summary_rows(self) -> list[tuple[str, DistributionSummary]]:
         return list(self.summaries.items())
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-dict form (JSON-ready)."""
-        return {
-            "kind": "rag",
-            "metrics": dict(self.metrics),
-            "coverage": dict(self.coverage),
-            "n_samples": self.n_samples,
-            "higher_is_better": dict(self.higher_is_better),
-            "summaries": {k: s.to_dict() for k, s in self.summaries.items()},
-            "per_sample": self.per_sample,
-            "details": self.details,
-            "skipped_lines": self.skipped_lines,
-            "warnings": list(self.warnings),
-            "extra": dict(self.extra),
-        }
+    def _items(self) -> Iterator[tuple[str, Any]]:
+        yield "kind", "rag"
+        yield "metrics", dict(self.metrics)
+        yield "coverage", dict(self.coverage)
+        yield "n_samples", self.n_samples
+        yield "higher_is_better", dict(self.higher_is_better)
+        yield "summaries", {k: s.to_dict() for k, s in self.summaries.items()}
+        yield "per_sample", _Rows(self.per_sample)
+        yield "details", self.details
+        yield "skipped_lines", self.skipped_lines
+        yield "warnings", list(self.warnings)
+        yield "extra", dict(self.extra)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RagEvalReport:
         """Rebuild a report from :meth:`to_dict` output."""
-        return cls(
+        report = cls(
             metrics={str(k): _finite(v, f"metrics[{k!r}]") for k, v in data["metrics"].items()},
             coverage={str(k): int(v) for k, v in data.get("coverage", {}).items()},
             n_samples=int(data["n_samples"]),
@@ -464,6 +682,9 @@ class RagEvalReport(_ReportBase):
             details=dict(data.get("details", {})),
             extra=dict(data.get("extra", {})),
         )
+        if not report.per_sample:
+            report._loaded = _loaded_summaries(data)
+        return report
 
     def to_pandas(self) -> Any:
         """Per-sample scores as a ``pandas.DataFrame``."""
@@ -494,3 +715,22 @@ class RagEvalReport(_ReportBase):
                 out.append("  ".join("-" * w for w in widths))
         out.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(out)
+
+    def to_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        samples: Iterable[Any] | None = None,
+        **options: Any,
+    ) -> Path:
+        """Write the report as one self-contained, offline HTML page and return its path.
+
+        Metric summaries and histograms, a sortable, filterable per-sample table, and a
+        drill-down per sample: with ``samples`` (those the report was computed from) the
+        question, the answer with faithfulness' unsupported claims highlighted, the
+        references and the contexts. ``options``: ``title``, ``dataset``, ``system``,
+        ``depth``, ``max_bytes``; see :func:`ragmeter.html.write_rag_report`.
+        """
+        from ragmeter.html import write_rag_report
+
+        return write_rag_report(self, path, samples=samples, **options)

@@ -629,7 +629,11 @@ def _evaluate_work(model: type[EvaluateRequest], body: bytes, stop: _Stop) -> Re
     try:
         prices = payload.prices.model_dump() if payload.prices is not None else None
         report = evaluate_rag(
-            stop.each(payload.samples), metrics=metrics, k=payload.k, prices=prices
+            stop.each(payload.samples),
+            metrics=metrics,
+            k=payload.k,
+            prices=prices,
+            per_sample=True,  # the response carries every sample's scores
         )
     except UnknownMetricError as exc:
         return _unprocessable(("body", "metrics"), exc)

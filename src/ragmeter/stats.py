@@ -29,6 +29,9 @@ from ragmeter.errors import InvalidInputError, MissingDependencyError, some_ids
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
 if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
     import numpy as np
     import numpy.typing as npt
 
@@ -242,6 +245,21 @@ class CompareResult:
                     for c in changes
                 )
         return "\n".join(lines)
+
+    def to_html(self, path: str | os.PathLike[str], *, a: Any, b: Any, **options: Any) -> Path:
+        """Write this comparison as one self-contained, offline HTML page; return its path.
+
+        ``a`` and ``b`` are what was compared (two reports or two ``{query_id: score}``
+        mappings): the page shows the per-query scatter of ``b`` against ``a``, the win,
+        tie and loss counts, the interval and p-value, and the queries that moved most,
+        each opening both drill-downs side by side. ``options``: ``run_a``, ``run_b``,
+        ``qrels``, ``queries``, ``corpus`` (retrieval), ``samples_a``, ``samples_b`` (RAG),
+        ``title``, ``dataset``, ``note``, ``depth``, ``max_bytes``; see
+        :func:`ragmeter.html.write_comparison`.
+        """
+        from ragmeter.html import write_comparison
+
+        return write_comparison(self, path, a=a, b=b, **options)
 
 
 def _p_text(p: float) -> str:

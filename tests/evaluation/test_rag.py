@@ -205,7 +205,9 @@ def test_rag_eval_jsonl_file_gives_rag_eval_numbers(tmp_path: Path) -> None:
         if s.retrieved is not None and s.golden_documents is not None
     ]
     faith = [rag_eval_faithfulness(s.answer, s.context)[0] for s in samples]
-    report = evaluate_rag(read_jsonl(path), metrics=["precision", "faithfulness"], k=2)
+    report = evaluate_rag(
+        read_jsonl(path), metrics=["precision", "faithfulness"], k=2, per_sample=True
+    )
     assert report.metrics["precision@2"] == sum(precisions) / len(precisions)
     assert report.metrics["faithfulness"] == sum(faith) / len(faith)
     assert report.coverage == {"precision@2": 1, "faithfulness": 3}

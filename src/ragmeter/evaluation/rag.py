@@ -1,9 +1,27 @@
 """``evaluate_rag``: score RAG samples with sample-level metrics and assemble a RagEvalReport.
 
 The driver makes one pass over the samples (a list, a generator, or a streaming
-:func:`ragmeter.io.jsonl.read_jsonl` reader) and scores every metric on each sample in turn;
-only the per-sample scores are kept. Retrieval metrics are batched into one
-:func:`ragmeter.evaluation.retrieval.evaluate_run` call at the end.
+:func:`ragmeter.io.jsonl.read_jsonl` / :func:`ragmeter.io.arrow.read_parquet` reader) and
+scores every metric on each sample in turn, retrieval metrics too (each sample's ranking
+goes through :func:`ragmeter.evaluation.retrieval.evaluate_run`'s per-query kernel, so the
+numbers are evaluate_run's). Each metric's scores are folded into a mergeable
+:class:`~ragmeter.aggregate.Distribution` (exact sum, count, exact min/max and sum of
+squares, exact value counts or log buckets) a block at a time; per-sample scores are kept
+in memory, written to a file as they are computed, or not kept at all (``per_sample=``):
+
+* ``per_sample=None`` (the default) keeps them when ``samples`` is a sized collection (a
+  list or tuple: already in memory, and what users of ``report.per_sample`` expect) and
+  does not keep them for an iterator (a generator, a JSONL or Parquet reader), so a
+  stream of any length is scored in constant memory (about 30 bytes per sample, for the
+  repeated-id rule);
+* ``per_sample=True`` keeps them, ``False`` does not;
+* ``per_sample="scores.jsonl"`` (``.jsonl.gz``, ``.parquet``) writes one row per sample as
+  it goes (:mod:`ragmeter.io.scores`) and keeps none; ``report.extra["per_sample_file"]``
+  names the file.
+
+Without per-sample scores, ``report.summaries`` come from the distributions (see
+:class:`~ragmeter.report.DistributionSummary`'s ``exact``); ``metrics`` and ``coverage`` are
+the same numbers either way.
 
 Rules (seed 000's ``evaluate_rag`` and seed 003's metric contract):
 
@@ -19,7 +37,8 @@ Rules (seed 000's ``evaluate_rag`` and seed 003's metric contract):
   raises :class:`~ragmeter.errors.NoSamplesError`, and samples on which no metric at all can
   be computed raise :class:`~ragmeter.errors.InvalidInputError` saying why (all are
   ``ValueError``);
-* a sample id seen before is reported under ``"<id>#2"``, ``"<id>#3"``... (with a warning);
+* a sample id seen before is reported under ``"<id>#2"``, ``"<id>#3"``... (with a warning;
+  a stream resolves ids with :class:`~ragmeter.aggregate.StreamKeys`, the same rule);
 * a key that is not a field but looks like one (``respones``, Ragas 0.1's ``ground_truth``)
   is kept in ``metadata`` as always, and counted in a warning that names the field it
   probably meant;
@@ -32,19 +51,25 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
+from ragmeter.aggregate import BLOCK, Distribution, StreamKeys
 from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
+from ragmeter.evaluation.retrieval import score_ranking
+from ragmeter.io.scores import ScoreWriter, open_score_writer, score_format, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
 from ragmeter.metrics import grounding as _grounding
 from ragmeter.metrics import lexical as _lexical
 from ragmeter.metrics import operational as _operational
 from ragmeter.metrics import sample_retrieval as _sample_retrieval
+from ragmeter.metrics._kernel import CODES, kernel_codes, result_keys
 from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
 from ragmeter.schema import RAG_EVAL_ALIASES, RagSample, SampleKeys, SampleLike, coerce_sample
@@ -267,6 +292,44 @@ def _split_judges(
     return judges, [m for m in items if not isinstance(m, JudgeMetric)]
 
 
+PerSample = bool | str | os.PathLike[str] | None
+
+
+def _per_sample_mode(per_sample: object, samples: object) -> tuple[bool, Path | None]:
+    """``(keep in memory, file path)`` for ``per_sample=`` (see the module docstring)."""
+    if per_sample is None:
+        return isinstance(samples, Sized), None
+    if per_sample is True or per_sample is False:
+        return per_sample, None
+    if isinstance(per_sample, (str, os.PathLike)):
+        score_format(per_sample)  # refuse an unknown suffix before reading anything
+        return False, Path(per_sample)
+    raise InvalidInputError(
+        "per_sample must be None (keep them for a list, not for a stream), True, False or a "
+        f"file path ending in .jsonl, .jsonl.gz or .parquet; got {per_sample!r:.80}"
+    )
+
+
+_Group = tuple[int, list[str], list[int], list[int], list[str]]
+"""Retrieval metrics at one cut-off: (k, names, kernel codes, value positions, keys)."""
+
+
+def _retrieval_groups(retrieval: Sequence[RagMetric], k: int) -> list[_Group]:
+    by_k: dict[int, list[str]] = {}
+    for m in retrieval:
+        by_k.setdefault(getattr(m, "k", k), []).append(m.name)
+    groups: list[_Group] = []
+    for cut, names in by_k.items():
+        keys = [f"{name}@{cut}" for name in names]
+        if all(name in CODES for name in names):
+            codes = kernel_codes(names)
+            order = result_keys(names, codes, (cut,))
+            groups.append((cut, names, codes, [order.index(key) for key in keys], keys))
+        else:  # a metric the kernel does not know: scored through evaluate_run
+            groups.append((cut, names, [], [], keys))
+    return groups
+
+
 def evaluate_rag(
     samples: Iterable[SampleLike],
     *,
@@ -278,6 +341,7 @@ def evaluate_rag(
     judge_cache: Any = "default",
     judge_options: Any = None,
     progress: Callable[[int, int], None] | None = None,
+    per_sample: PerSample = None,
 ) -> RagEvalReport:
     """Score RAG samples with sample-level metrics; no LLM is called.
 
@@ -294,21 +358,27 @@ def evaluate_rag(
     mixed in; they are run by :mod:`ragmeter.evaluation.judged` with ``judge_cache`` (a
     path, a :class:`~ragmeter.judge.JudgeCache`, ``"default"`` = the user cache dir, or
     ``None`` for no cache), ``judge_options`` (:class:`~ragmeter.judge.JudgeOptions`:
-    concurrency, rate limit, timeout, retries, budget) and ``progress(done, total)``.
+    concurrency, rate limit, timeout, retries, budget) and ``progress(done, total)``; they
+    need every sample twice, so the samples and their scores are held in memory then.
     ``prices`` (``{"input": ..., "output": ...}``,
     USD per million tokens) prices ``cost_usd``. ``skipped_lines`` and ``warnings`` are
     carried into the report (a :func:`ragmeter.io.jsonl.read_jsonl` reader's skipped lines
     are counted automatically).
 
-    The report's ``metrics`` hold each metric's mean over the samples it applied to,
-    ``coverage`` how many that was, ``per_sample`` every sample's scores (``None`` =
-    skipped) and ``details`` faithfulness' supported and unsupported claims
-    (``details[sample_id]["faithfulness"]``). See the module docstring for the rules.
+    The report's ``metrics`` hold each metric's mean over the samples it applied to
+    (correctly rounded, and the same whatever the order of the samples), ``coverage`` how
+    many that was, and ``distributions`` a mergeable aggregate per metric. ``per_sample``
+    chooses what happens to every sample's scores (``None`` = skipped) and ``details``
+    (faithfulness' supported and unsupported claims, ``details[sample_id]["faithfulness"]``):
+    kept in ``report.per_sample`` and ``report.details`` (``True``; the default for a list
+    or tuple), not kept (``False``; the default for an iterator: constant memory), or
+    written to a ``.jsonl``/``.jsonl.gz``/``.parquet`` file as they are computed (a path).
+    See the module docstring for the rules.
 
     Raises :class:`~ragmeter.errors.UnknownMetricError` for an unregistered name,
     :class:`~ragmeter.errors.InvalidInputError` for no samples, an invalid sample (naming
-    its index and field), ``k < 1``, or an explicitly requested metric that no sample can
-    satisfy (naming the missing field).
+    its index and field), ``k < 1``, a ``per_sample`` that is none of the above, or an
+    explicitly requested metric that no sample can satisfy (naming the missing field).
 
     >>> samples = [
     ...     {'user_input': 'capital of France?', 'response': 'Paris',
@@ -324,17 +394,21 @@ def evaluate_rag(
     0.5
     >>> report.coverage['faithfulness'], report.metrics['faithfulness']
     (2, 0.5)
+    >>> streamed = evaluate_rag(iter(samples))      # an iterator: per-sample scores not kept
+    >>> streamed.metrics == report.metrics, streamed.per_sample, streamed.summary('token_f1').mean
+    (True, {}, 0.5)
     >>> evaluate_rag(samples, metrics=['precision'])
     Traceback (most recent call last):
     ...
     ragmeter.errors.InvalidInputError: precision@5 needs retrieved_ids ... has them
     """
     check_k(k)
+    keep, path = _per_sample_mode(per_sample, samples)
     judges, metrics = _split_judges(metrics)
     if judges:
         from ragmeter.evaluation.judged import evaluate_with_judges
 
-        return evaluate_with_judges(
+        report = evaluate_with_judges(
             samples,
             judge_metrics=judges,
             other_metrics=list(metrics) if isinstance(metrics, list) else [],
@@ -347,41 +421,95 @@ def evaluate_rag(
             skipped_lines=skipped_lines,
             warnings=warnings,
         )
+        if path is not None:
+            write_scores(report, path)
+            report.extra["per_sample_file"] = str(path)
+        return report
     if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
         raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
     resolved, explicit = _resolve(metrics, k, prices)
     log = [str(w) for w in warnings] if warnings is not None else []
+    writer = open_score_writer(path, [_key(m) for m in resolved]) if path is not None else None
+    try:
+        report = _evaluate(samples, resolved, explicit, k, keep, writer, log, skipped_lines)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    if writer is not None:
+        report.extra["per_sample_file"] = str(writer.finish())
+    elif not keep:
+        report.extra["per_sample"] = "not kept"
+    return report
 
+
+def _evaluate(
+    samples: Iterable[SampleLike],
+    resolved: list[RagMetric],
+    explicit: bool,
+    k: int,
+    keep: bool,
+    writer: ScoreWriter | None,
+    log: list[str],
+    skipped_lines: int,
+) -> RagEvalReport:
     retrieval = [m for m in resolved if isinstance(m, _SampleRetrieval)]
+    groups = _retrieval_groups(retrieval, k)
     scored = [(_key(m), _scorer(m), m) for m in resolved if not isinstance(m, _SampleRetrieval)]
     # Which fields occur on some sample (to explain a metric nothing could be scored on).
     # A field only read through ``uses`` stops being looked for once its group is seen.
     needed: set[str] = set()
-    groups: list[frozenset[str]] = []
+    uses_groups: list[frozenset[str]] = []
     for m in resolved:
         needed |= m.needs
         uses = frozenset(getattr(m, "uses", ()))
         if uses:
-            groups.append(uses)
-    pending: set[str] = needed.union(*groups)
+            uses_groups.append(uses)
+    pending: set[str] = needed.union(*uses_groups)
     present: set[str] = set()
 
     rows: dict[str, dict[str, float | None]] = {}
     details: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
-    run: dict[str, list[str]] = {}
-    qrels: dict[str, dict[str, float]] = {}
     keys = SampleKeys()
+    stream_keys = StreamKeys()
     lookalikes: Counter[tuple[str, str]] = Counter()
     blank = dict.fromkeys([_key(m) for m in resolved])
-    collected: dict[str, list[float]] = {key: [] for key in blank}
-    active = [(key, score, m.name, collected[key].append) for key, score, m in scored]
+    dists = {key: Distribution() for key in blank}
+    buffers: dict[str, list[float]] = {key: [] for key in blank}
+    active = [(key, score, m.name, buffers[key].append) for key, score, m in scored]
+    ranked_any = False
+    block_ids: list[str] = []
+    block_rows: list[dict[str, float | None]] = []
+    block_details: list[dict[str, Any] | None] = []
 
+    def flush() -> None:
+        for key, buffer in buffers.items():
+            if buffer:
+                dists[key].add_trusted(buffer)
+                buffer.clear()
+        if block_ids:
+            sids = stream_keys.resolve(block_ids)
+            if writer is not None:
+                writer.write(zip(sids, block_rows, block_details, strict=True))
+            block_ids.clear()
+            block_rows.clear()
+            block_details.clear()
+
+    n = 0
     for index, item in enumerate(samples):
         sample = item if type(item) is RagSample else coerce_sample(item, index=index)
-        sid = keys(sample.id)
+        n += 1
         row = dict(blank)
-        rows[sid] = row
+        sample_details: dict[str, Any] | None = None
+        if keep:
+            sid = keys(sample.id)
+            rows[sid] = row
+        else:
+            sid = sample.id
+            block_ids.append(sid)
+            if writer is not None:
+                block_rows.append(row)
         if sample.metadata:
             for key in sample.metadata:
                 meant = _meant(key)
@@ -392,7 +520,7 @@ def evaluate_rag(
             if found:
                 present.update(found)
                 pending.difference_update(found)
-                for group in groups:
+                for group in uses_groups:
                     if not group.isdisjoint(present):
                         pending.difference_update(group - needed)
         for entry in active:
@@ -417,13 +545,23 @@ def evaluate_rag(
                 row[key] = value
                 append(value)
                 if detail is not None:
-                    details.setdefault(sid, {})[name] = detail
-        if retrieval:
+                    if sample_details is None:
+                        sample_details = {}
+                    sample_details[name] = detail
+        if groups:
             ranking = _sample_retrieval.sample_ranking(sample)
             if ranking is not None:
-                run[sid], qrels[sid] = ranking
+                ranked_any = True
+                _score_retrieval(sid, ranking, groups, row, buffers)
+        if keep:
+            if sample_details is not None:
+                details[sid] = sample_details
+        elif writer is not None:
+            block_details.append(sample_details)
+        if n % BLOCK == 0:
+            flush()
+    flush()
 
-    n = len(rows)
     reader_skipped = getattr(samples, "skipped", None)
     if n == 0:
         skipped_note = ""
@@ -434,28 +572,15 @@ def evaluate_rag(
             f"mappings (or a JSONL file with at least one valid sample){skipped_note}"
         )
 
-    by_k: dict[int, list[str]] = {}
-    for m in retrieval:
-        by_k.setdefault(getattr(m, "k", k), []).append(m.name)
-    for cut, names in by_k.items():
-        results = _sample_retrieval.score_rankings(run, qrels, names, cut)
-        for name, per in results.items():
-            key = f"{name}@{cut}"
-            for sid, value in per.items():
-                rows[sid][key] = value
-            collected[key] = [v for row in rows.values() if (v := row[key]) is not None]
-
-    values = {key: vals for key, vals in collected.items() if key not in failed}
-
     not_computed: dict[str, str] = {}
     silent: set[str] = set()
     for m in resolved:
         key = _key(m)
         if key in failed:
             continue
-        if not values[key]:
+        if not dists[key].count:
             reason = _reason(
-                m, present, n, bool(qrels) if isinstance(m, _SampleRetrieval) else False
+                m, present, n, ranked_any if isinstance(m, _SampleRetrieval) else False
             )
         else:
             reads = frozenset(getattr(m, "uses", ()))
@@ -464,7 +589,7 @@ def evaluate_rag(
             reason = _reason(m, present, n, True)
         if explicit:
             raise InvalidInputError(reason)
-        if key in SPAN_METRICS and not values[key]:
+        if key in SPAN_METRICS and not dists[key].count:
             silent.add(key)  # an opt-in default: no note for runs without spans
             continue
         not_computed[key] = reason
@@ -474,10 +599,13 @@ def evaluate_rag(
         for row in rows.values():
             for key in dropped:
                 row.pop(key, None)
+        if writer is not None:
+            writer.drop(dropped)
     log.extend(failed.values())
-    if keys.repeats:
+    repeats = keys.repeats if keep else stream_keys.repeats
+    if repeats:
         log.append(
-            f"{keys.repeats} sample id(s) repeat an earlier one; they are reported as '<id>#2', "
+            f"{repeats} sample id(s) repeat an earlier one; they are reported as '<id>#2', "
             "'<id>#3', ... in per_sample"
         )
     for (key, meant), count in lookalikes.most_common():
@@ -488,29 +616,60 @@ def evaluate_rag(
     if not skipped_lines and isinstance(reader_skipped, list):
         skipped_lines = len(reader_skipped)
 
-    kept = [m for m in resolved if _key(m) not in dropped]
+    kept = [_key(m) for m in resolved if _key(m) not in dropped]
     if not kept and not failed:
         hints = [w for w in log if "Did you mean" in w]
         raise InvalidInputError(
             f"no metric could be computed on the {n} sample(s): "
             + "; ".join([*hints, *not_computed.values()])
         )
+    for key in kept:
+        dists[key].missing = n - dists[key].count
     extra: dict[str, Any] = {}
     if retrieval:
         extra["k"] = k
     if not_computed:
         extra["not_computed"] = not_computed
+    better = {_key(m): bool(m.higher_is_better) for m in resolved}
     return RagEvalReport(
-        metrics={_key(m): _exact_mean(values[_key(m)]) for m in kept},
-        coverage={_key(m): len(values[_key(m)]) for m in kept},
+        metrics={key: dists[key].mean() for key in kept},
+        coverage={key: dists[key].count for key in kept},
         n_samples=n,
         per_sample=rows,
-        higher_is_better={_key(m): bool(m.higher_is_better) for m in kept},
+        higher_is_better={key: better[key] for key in kept},
         skipped_lines=skipped_lines,
         warnings=log,
         details=details,
         extra=extra,
+        distributions={key: dists[key] for key in kept},
     )
+
+
+def _score_retrieval(
+    sid: str,
+    ranking: tuple[list[str], dict[str, float]],
+    groups: list[_Group],
+    row: dict[str, float | None],
+    buffers: dict[str, list[float]],
+) -> None:
+    """Score one sample's ranking at every cut-off, as evaluate_run scores a query."""
+    ranked, judgements = ranking
+    for cut, names, codes, picks, keys in groups:
+        if codes:
+            values = score_ranking(sid, ranked, judgements, (cut,), codes, None)
+            if values is None:
+                continue
+            for pick, key in zip(picks, keys, strict=True):
+                value = values[pick]
+                row[key] = value
+                buffers[key].append(value)
+            continue
+        results = _sample_retrieval.score_rankings({sid: ranked}, {sid: judgements}, names, cut)
+        for name, key in zip(names, keys, strict=True):
+            got = results[name].get(sid)
+            if got is not None:
+                row[key] = got
+                buffers[key].append(got)
 
 
 # Keep the registering imports referenced (they register metrics at import).

@@ -24,9 +24,12 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from ragmeter.aggregate import BLOCK, Distribution, paused_gc
 from ragmeter.errors import (
     DuplicateDocumentError,
     InvalidInputError,
@@ -54,6 +57,7 @@ __all__ = [
     "MissingQueries",
     "evaluate_retrieval",
     "evaluate_run",
+    "evaluate_run_file",
     "per_query",
 ]
 
@@ -225,6 +229,23 @@ def _score_one(
         ) from None
 
 
+def score_ranking(
+    qid: str,
+    ranked: list[str],
+    judgements: Mapping[str, float],
+    ks: Sequence[int],
+    codes: Sequence[int],
+    level: float | None,
+) -> list[float] | None:
+    """One query's values in :func:`~ragmeter.metrics._kernel.result_keys` order, or ``None``
+    when it has no relevant judgement; the checks and errors of :func:`evaluate_run`
+    (``ks`` sorted and distinct, ``codes`` from ``kernel_codes``: trusted)."""
+    try:
+        return score_query(ranked, judgements, ks, codes, level)
+    except Exception:
+        return _score_one(qid, ranked, judgements, ks, codes, level)[0]
+
+
 def evaluate_run(
     qrels: Qrels,
     run: Run,
@@ -286,28 +307,8 @@ def evaluate_run(
 
     per_q: dict[str, dict[str, float]] = {}
     missing: list[str] = []
-    empty: list[str] = []
-    for qid, judgements in qrels.items():
-        ranked = run.get(qid, _ABSENT)
-        absent = ranked is _ABSENT
-        if absent:
-            ranked = empty
-        elif ranked.__class__ is not list:
-            ranked = _as_ranking(qid, ranked)
-        try:  # the fast path inline; _score_one handles every exception (ids, grades)
-            values = score_query(ranked, judgements, ks, codes, level)
-        except Exception:
-            values, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes, level)
-        if values is None:
-            continue
-        if absent:
-            missing.append(qid)
-            if mode == "skip":
-                continue
-        row = dict(zip(keys, values, strict=True))
-        if custom:
-            _score_custom(custom, failed, log, qid, judgements, ranked, ks, row)
-        per_q[qid] = row
+    with paused_gc():  # 100k rows: no collector walking them again and again
+        _score_all(qrels, run, ks, codes, level, keys, custom, failed, log, mode, per_q, missing)
 
     n_ranked = len(per_q) - (len(missing) if mode == "zero" else 0)
     if not per_q and not missing:
@@ -364,6 +365,293 @@ def evaluate_run(
         conventions=Conventions(relevance_level=level, ties=ordering, averaging=_averaging(mode)),
         warnings=list(log.entries),
         missing_queries=missing,
+    )
+
+
+def _score_all(
+    qrels: Qrels,
+    run: Run,
+    ks: Sequence[int],
+    codes: Sequence[int],
+    level: float | None,
+    keys: Sequence[str],
+    custom: Sequence[tuple[str, RetrievalMetric]],
+    failed: set[str],
+    log: WarningLog,
+    mode: MissingQueries,
+    per_q: dict[str, dict[str, float]],
+    missing: list[str],
+) -> None:
+    """Score every judged query into ``per_q`` (and ``missing``): evaluate_run's loop."""
+    empty: list[str] = []
+    for qid, judgements in qrels.items():
+        ranked = run.get(qid, _ABSENT)
+        absent = ranked is _ABSENT
+        if absent:
+            ranked = empty
+        elif ranked.__class__ is not list:
+            ranked = _as_ranking(qid, ranked)
+        try:  # the fast path inline; _score_one handles every exception (ids, grades)
+            values = score_query(ranked, judgements, ks, codes, level)
+        except Exception:
+            values, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes, level)
+        if values is None:
+            continue
+        if absent:
+            missing.append(qid)
+            if mode == "skip":
+                continue
+        row = dict(zip(keys, values, strict=True))
+        if custom:
+            _score_custom(custom, failed, log, qid, judgements, ranked, ks, row)
+        per_q[qid] = row
+
+
+def evaluate_run_file(
+    qrels: Qrels,
+    path: str | os.PathLike[str],
+    *,
+    k_values: Iterable[int] | int = DEFAULT_K_VALUES,
+    metrics: Iterable[str] | str = BUILTIN_METRICS,
+    relevance_level: float | None = None,
+    missing_queries: MissingQueries = "zero",
+    warnings: WarningLog | None = None,
+    per_query: bool | str | os.PathLike[str] = True,
+) -> RetrievalEvalReport:
+    """Score a TREC run file query by query, never holding the run: :func:`evaluate_run`'s
+    numbers for a run larger than memory.
+
+    The file is read with :func:`ragmeter.io.trec.iter_trec_run`, so **each query's lines
+    must be together** (a file sorted by query id, e.g. ``sort -s -k1,1``); a query that
+    comes back after another's lines is a :class:`~ragmeter.errors.DataFormatError` naming
+    the line. Every other rule, option, error and number is :func:`evaluate_run`'s on
+    ``read_trec_run(path)`` (the means are ``math.fsum`` over the queries / their number,
+    the same floats). ``per_query`` chooses what happens to the per-query scores: kept in
+    ``report.per_query`` (``True``, the default: 38 floats a query, small next to the run),
+    not kept (``False``: the summaries come from mergeable
+    :class:`~ragmeter.aggregate.Distribution` aggregates, see ``report.distributions``), or
+    written to a ``.jsonl``/``.jsonl.gz``/``.parquet`` file as they are computed (a path;
+    the run's queries in file order, then the judged queries missing from it).
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.txt"
+    >>> _ = path.write_text("q1 Q0 c3 1 3 t\\nq1 Q0 c1 2 2 t\\nq2 Q0 c4 1 1 t\\n")
+    >>> qrels = {"q1": {"c1": 2, "c3": 0}, "q2": {"c4": 1}}
+    >>> evaluate_run_file(qrels, path, k_values=[1], metrics=["recall"]).metrics
+    {'recall@1': 0.5}
+    """
+    from ragmeter.io.scores import open_score_writer, score_format
+    from ragmeter.io.trec import TREC_ORDERING, iter_trec_run
+
+    resolved = _resolve_metrics(metrics)
+    ks = _check_ks(k_values)
+    level = _check_level(relevance_level)
+    mode = _check_missing(missing_queries)
+    if per_query is True or per_query is False:
+        keep, out = per_query, None
+    elif isinstance(per_query, (str, os.PathLike)):
+        score_format(per_query)
+        keep, out = False, Path(per_query)
+    else:
+        raise InvalidInputError(
+            "per_query must be True, False or a file path ending in .jsonl, .jsonl.gz or "
+            f".parquet; got {per_query!r:.80}"
+        )
+    if not Path(path).is_file():
+        raise FileNotFoundError(2, "run file not found", str(path))
+    log = warnings if warnings is not None else WarningLog()
+    for note in getattr(qrels, "warnings", None) or ():
+        log.add("read", str(getattr(qrels, "source", None) or "input"), str(note))
+    qrels = _str_keys(qrels, "qrels")
+    builtin = [(n, m) for n, m in resolved if isinstance(m, _Builtin)]
+    custom = [(n, m) for n, m in resolved if not isinstance(m, _Builtin)]
+    codes = kernel_codes([type(m).name for _, m in builtin])
+    keys = result_keys([n for n, _ in builtin], codes, ks)
+    all_keys = keys + [f"{name}@{k}" for name, _ in custom for k in ks]
+    writer = open_score_writer(out, all_keys, details=False) if out is not None else None
+    try:
+        report = _stream_file(
+            qrels,
+            path,
+            ks,
+            codes,
+            level,
+            keys,
+            all_keys,
+            resolved,
+            custom,
+            mode,
+            log,
+            keep,
+            writer,
+            iter_trec_run,
+        )
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    report.conventions = Conventions(
+        relevance_level=level, ties=TREC_ORDERING, averaging=_averaging(mode)
+    )
+    if writer is not None:
+        report.extra["per_query_file"] = str(writer.finish())
+    elif not keep:
+        report.extra["per_query"] = "not kept"
+    return report
+
+
+def _stream_file(
+    qrels: Qrels,
+    path: str | os.PathLike[str],
+    ks: tuple[int, ...],
+    codes: list[int],
+    level: float | None,
+    keys: list[str],
+    all_keys: list[str],
+    resolved: list[tuple[str, RetrievalMetric]],
+    custom: list[tuple[str, RetrievalMetric]],
+    mode: MissingQueries,
+    log: WarningLog,
+    keep: bool,
+    writer: Any,
+    iter_trec_run: Callable[[str | os.PathLike[str]], Iterable[Any]],
+) -> RetrievalEvalReport:
+    """evaluate_run's loop over a streamed file (see :func:`evaluate_run_file`)."""
+    per_q: dict[str, dict[str, float]] = {}
+    dists = {key: Distribution() for key in all_keys}
+    pending: list[tuple[str, dict[str, float], None]] = []
+    failed: set[str] = set()
+    seen: set[str] = set()
+    run_ids: list[str] = []  # a few of the run's query ids, for a message
+    judged_doc = False
+    retrieved = 0
+    retrieved_ids: list[str] = []
+    count = 0
+
+    def emit(qid: str, row: dict[str, float]) -> None:
+        nonlocal count
+        count += 1
+        if keep:
+            per_q[qid] = row
+        else:
+            pending.append((qid, row, None))
+            if len(pending) >= BLOCK:
+                flush()
+
+    def flush() -> None:
+        if not pending:
+            return
+        for key, dist in dists.items():
+            dist.add_trusted([row[key] for _, row, _ in pending if key in row])
+        if writer is not None:
+            writer.write(pending)
+        pending.clear()
+
+    for query in iter_trec_run(path):
+        qid, ranked = query.query_id, query.doc_ids
+        if len(run_ids) < 4 and qid not in run_ids:
+            run_ids.append(qid)
+        judgements = qrels.get(qid)
+        if judgements is None or qid in seen:
+            continue
+        seen.add(qid)
+        values = score_ranking(qid, ranked, judgements, ks, codes, level)
+        if values is None:
+            continue
+        if not judged_doc:
+            if any(d in judgements for d in ranked):
+                judged_doc = True
+            else:
+                retrieved += len(ranked)
+                for d in ranked:
+                    if len(retrieved_ids) >= 4:
+                        break
+                    if d not in retrieved_ids:
+                        retrieved_ids.append(d)
+        row = dict(zip(keys, values, strict=True))
+        if custom:
+            _score_custom(custom, failed, log, qid, judgements, ranked, ks, row)
+        emit(qid, row)
+    n_ranked = count
+    missing: list[str] = []
+    for qid, judgements in qrels.items():
+        if qid in seen:
+            continue
+        values = score_ranking(qid, [], judgements, ks, codes, level)
+        if values is None:
+            continue
+        missing.append(qid)
+        if mode == "zero":
+            row = dict(zip(keys, values, strict=True))
+            if custom:
+                _score_custom(custom, failed, log, qid, judgements, [], ks, row)
+            emit(qid, row)
+    flush()
+    if not count and not missing:
+        raise NoScorableQueriesError(
+            "no query in qrels has a relevant judgement "
+            f"(grade {'> 0' if level is None else f'>= {level}'}), so "
+            "there is nothing to average; check the qrels file and the relevance level"
+        )
+    if not n_ranked:
+        raise InvalidInputError(
+            f"none of the {len(missing)} judged queries has a ranking in the run"
+            + (
+                f" (the run's query ids, e.g. {some_ids(run_ids)}, are not qrels ids such as "
+                f"{some_ids(missing)}); are the query ids the same strings in both?"
+                if run_ids
+                else ": the run is empty"
+            )
+        )
+    if missing:
+        log.add(
+            "run",
+            "missing_queries",
+            f"{len(missing)} of {len(missing) + n_ranked} judged queries have no ranking in "
+            f"the run (e.g. {some_ids(missing)}); "
+            + (
+                "they score 0 and count in the mean (missing_queries='zero', = trec_eval "
+                "-c); pass missing_queries='skip' to average over the run's queries only"
+                if mode == "zero"
+                else "they are left out of the mean (missing_queries='skip', trec_eval's default)"
+            ),
+        )
+    gone = [k for k in all_keys if k.split("@", 1)[0] in failed]
+    if keep:
+        order = {q: i for i, q in enumerate(qrels)}
+        per_q = dict(sorted(per_q.items(), key=lambda item: order[item[0]]))
+        for row in per_q.values():
+            for key in gone:
+                row.pop(key, None)
+    if writer is not None:
+        writer.drop(gone)
+    present = [k for k in all_keys if k not in gone]
+    ordered = _order_keys(present, resolved, ks) if custom else present
+    if keep:
+        columns = {key: [row[key] for row in per_q.values()] for key in ordered}
+        means = {key: math.fsum(col) / count for key, col in columns.items()}
+    else:
+        means = {key: dists[key].mean(rule="fsum") for key in ordered}
+        if mode == "skip":
+            for key in ordered:
+                dists[key].add_missing(len(missing))
+    if keys and not any(means.get(key) for key in keys) and not judged_doc and retrieved:
+        log.add(
+            "run",
+            "doc_ids",
+            f"every score is 0 and none of the {retrieved} retrieved doc ids (e.g. "
+            f"{some_ids(retrieved_ids)}) appears in the qrels, not even as judged non-relevant: "
+            "the run and the qrels probably use different doc ids (check which document "
+            "field your retriever returns as the id)",
+        )
+    return RetrievalEvalReport(
+        metrics=means,
+        per_query=per_q,
+        n_queries=count,
+        k_values=ks,
+        warnings=list(log.entries),
+        missing_queries=missing,
+        distributions={} if keep else {key: dists[key] for key in ordered},
     )
 
 

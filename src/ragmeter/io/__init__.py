@@ -1,4 +1,5 @@
-"""File formats: TREC runs and qrels, BEIR datasets (JSONL samples live in ``jsonl``).
+"""File formats: TREC runs and qrels, BEIR datasets, score files (JSONL samples live in
+``jsonl``, Parquet and Arrow in ``arrow``).
 
 Every reader drops a UTF-8 byte-order mark, reads gzip-compressed files (detected by
 content), and names the file and line of anything it cannot read exactly.
@@ -19,8 +20,12 @@ from ragmeter.io.beir import (
     read_beir_qrels,
     write_beir,
 )
+from ragmeter.io.scores import read_scores, write_scores
 from ragmeter.io.trec import (
+    RankedQuery,
     Run,
+    UngroupedRunError,
+    iter_trec_run,
     read_trec_qrels,
     read_trec_run,
     write_trec_qrels,
@@ -29,14 +34,19 @@ from ragmeter.io.trec import (
 
 __all__ = [
     "BeirDataset",
+    "RankedQuery",
     "Records",
     "Run",
+    "UngroupedRunError",
+    "iter_trec_run",
     "read_beir",
     "read_beir_qrels",
     "read_qrels",
+    "read_scores",
     "read_trec_qrels",
     "read_trec_run",
     "write_beir",
+    "write_scores",
     "write_trec_qrels",
     "write_trec_run",
 ]

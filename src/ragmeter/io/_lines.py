@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, TypeVar
@@ -136,7 +137,9 @@ class QrelsBuilder:
         self.path = str(path)
         self.word = word  # what the file calls a grade: "grade" (TREC) or "score" (BEIR)
         self.qrels: dict[str, dict[str, float]] = {}
-        self._first_line: dict[tuple[str, str], int] = {}
+        # the line of each judgement, in the order of the query's dict (8 bytes each; the
+        # position of a doc is looked up only to name the line of a conflict)
+        self._lines: dict[str, array[int]] = {}
         self.repeats = 0
 
     def add(self, qid: str, doc: str, value: float, lineno: int, text: str) -> None:
@@ -148,20 +151,23 @@ class QrelsBuilder:
                 path=self.path,
                 line=lineno,
             )
-        judgements = self.qrels.setdefault(qid, {})
+        judgements = self.qrels.get(qid)
+        if judgements is None:
+            judgements = self.qrels[qid] = {}
+            self._lines[qid] = array("q")
         if doc in judgements:
             if judgements[doc] != value:
+                first = self._lines[qid][list(judgements).index(doc)]
                 raise DataFormatError(
                     f"doc {doc!r} is judged twice for query {qid!r}, with {self.word}s "
-                    f"{judgements[doc]} (line {self._first_line[(qid, doc)]}) and {value}; "
-                    "keep one",
+                    f"{judgements[doc]} (line {first}) and {value}; keep one",
                     path=self.path,
                     line=lineno,
                 )
             self.repeats += 1
             return
         judgements[doc] = value
-        self._first_line[(qid, doc)] = lineno
+        self._lines[qid].append(lineno)
 
     def records(self) -> Records[dict[str, float]]:
         """The qrels read, with a note counting identical repeats."""
@@ -173,4 +179,5 @@ class QrelsBuilder:
             if self.repeats
             else []
         )
+        self._lines = {}
         return Records(self.qrels, source=self.path, warnings=notes)

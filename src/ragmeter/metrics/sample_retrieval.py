@@ -1,10 +1,13 @@
-"""Retrieval metrics on samples: the samples become a run + qrels and go to ``evaluate_run``.
+"""Retrieval metrics on samples: each sample's ranking is scored as ``evaluate_run`` scores a query.
 
 There is one implementation of every retrieval number in ragmeter,
-:func:`ragmeter.evaluation.retrieval.evaluate_run` (trec_eval conventions); this module only
-turns samples into its inputs. Registered names (bare, as everywhere): ``ndcg``, ``recall``,
-``precision``, ``mrr``, ``map``, ``hit_rate``; results are keyed ``"precision@5"`` etc., with
-the cut-off ``k`` given to :func:`ragmeter.evaluation.rag.evaluate_rag`.
+:func:`ragmeter.evaluation.retrieval.evaluate_run` (trec_eval conventions) and its per-query
+kernel; this module only turns a sample into a ranking and judgements
+(:func:`ragmeter.evaluation.rag.evaluate_rag` scores each one with that kernel as the
+samples stream by, so nothing is batched up). Registered names (bare, as everywhere):
+``ndcg``, ``recall``, ``precision``, ``mrr``, ``map``, ``hit_rate``; results are keyed
+``"precision@5"`` etc., with the cut-off ``k`` given to
+:func:`ragmeter.evaluation.rag.evaluate_rag`.
 
 What a sample contributes (:func:`sample_ranking`), first match wins:
 
@@ -122,7 +125,7 @@ class SampleRetrievalMetric(RagMetric):
 
     ``key`` is the result key (``"ndcg@5"``); :meth:`at` gives the same metric at another
     cut-off. :meth:`score` runs ``evaluate_run`` on the one sample;
-    :func:`ragmeter.evaluation.rag.evaluate_rag` batches all samples into one call.
+    :func:`ragmeter.evaluation.rag.evaluate_rag` calls its kernel per sample directly.
     """
 
     needs: ClassVar[frozenset[str]] = frozenset({"retrieved_ids", "relevance"})
