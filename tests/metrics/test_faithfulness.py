@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -432,3 +433,109 @@ def test_contexts_are_tokenised_once_per_sample_and_claims_use_set_lookups(
     calls.clear()
     assert faithfulness(claims[0] + ".", short) == _substring_faithfulness(claims[0] + ".", short)
     assert calls == []  # one claim against short contexts: no set is built
+
+
+# --------------------------------------------------------------------------- equivalent rewrites
+# Faster forms of the same rules, each checked against the form it replaced.
+
+# The claim-splitting pattern as it was before it was rewritten to start with a character
+# set (re then skips to the next candidate character in a tight loop): verbatim.
+_OLD_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "vs", "e.g", "i.e", "cf")
+_OLD_NOT_ABBREVIATION = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in _OLD_ABBREVIATIONS)
+_OLD_PERIOD_END = r"\." + _OLD_NOT_ABBREVIATION + r"(?<!\b[A-Z]\.)"
+_OLD_CLAIM_SPLIT = re.compile(
+    r"(?:[!?\u2026]|" + _OLD_PERIOD_END + ")"
+    r"(?<![!?\u2026].)(?<!" + _OLD_PERIOD_END + ".)"
+    r"[.!?\u2026]*[\"'\u2019\u201d)\]]*(?=\s|$)"
+    r"|[\r\n]"
+    r"|;"
+    r"|,\s+(?i:but|however|whereas|although|though|yet|while)\s"
+)
+_SPLIT_CHARS = st.sampled_from(
+    list("aZ .,;:!?\u2026\r\n\t'\"\u2019\u201d)](AMJ\u00a0")
+) | st.sampled_from(
+    ["Mr.", "Mrs.", "e.g.", "i.e.", "vs.", "St.", "cf.", " but ", ", BUT ", ",\thowever ", "3.14"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_SPLIT_CHARS | _TEXT_CHARS, max_size=40).map("".join))
+def test_claim_split_pattern_equals_the_previous_one(answer: str) -> None:
+    from ragmeter.metrics.faithfulness import _CLAIM_SPLIT
+
+    assert _CLAIM_SPLIT.split(answer) == _OLD_CLAIM_SPLIT.split(answer)
+
+
+def test_claim_split_pattern_equals_the_previous_one_on_squad(data_dir: Path) -> None:
+    from ragmeter.metrics.faithfulness import _CLAIM_SPLIT
+
+    articles = json.loads((data_dir / "squad" / "small.json").read_text())["data"]
+    texts = [p["context"] for a in articles for p in a["paragraphs"]]
+    texts += [q["question"] for a in articles for p in a["paragraphs"] for q in p["qas"]]
+    for text in texts:
+        assert _CLAIM_SPLIT.split(text) == _OLD_CLAIM_SPLIT.split(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=400),
+    st.floats(min_value=0.0, max_value=1.0, exclude_min=True)
+    | st.sampled_from([0.8, 1.0, 0.5, 0.01, 1 / 3, 2 / 3, 0.7, 0.9, 0.6]),
+)
+def test_needed_is_the_fewest_words_that_pass(n: int, threshold: float) -> None:
+    from ragmeter.metrics.faithfulness import _needed
+
+    need = _needed(n, threshold)
+    assert 1 <= need <= n
+    assert next(k for k in range(n + 1) if k / n >= threshold) == need
+
+
+@pytest.mark.parametrize(
+    ("n", "threshold"),
+    # ceil(threshold * n) rounds to one too few (781) and to one too many (694)
+    [(781, 0.0038412291933418697), (694, 0.3242074927953891), (5, 0.8), (10, 0.8)],
+)
+def test_needed_where_the_product_rounds(n: int, threshold: float) -> None:
+    from ragmeter.metrics.faithfulness import _needed
+
+    assert _needed(n, threshold) == next(k for k in range(n + 1) if k / n >= threshold)
+
+
+_PREFIXED = ["par", "paris", "parisian", "is", "island", "3", "3.14", "14", "café", "caf", "x"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sets(st.sampled_from(_PREFIXED), min_size=1),
+    st.lists(st.sampled_from([*_PREFIXED, "Paris.", "3,14", "cafés", " ", ", "]), max_size=12),
+    st.data(),
+)
+def test_enough_in_equals_counting_every_word(
+    words: set[str], context: list[str], data: st.DataObject
+) -> None:
+    # words that are the start of longer context words ("par" in "paris") must not count
+    from ragmeter.metrics.faithfulness import _enough_in
+    from ragmeter.text import _word_haystack
+
+    hay = _word_haystack(" ".join(context))
+    need = data.draw(st.integers(min_value=1, max_value=len(words)))
+    assert _enough_in(hay, words, need) == (sum(f" {w} " in hay for w in words) >= need)
+
+
+def test_a_claim_is_decided_as_soon_as_possible() -> None:
+    from ragmeter.metrics.faithfulness import _enough_in
+
+    searched: list[str] = []
+
+    class Hay(str):
+        def find(self, sub: str, *args: int) -> int:  # type: ignore[override]
+            searched.append(sub)
+            return super().find(sub, *args)
+
+    hay = Hay(" alpha beta gamma ")
+    words = ["delta", "epsilon", "alpha", "beta", "gamma"]  # a list: a fixed order
+    assert not _enough_in(hay, words, 4)  # 4 of 5 needed: two misses decide it
+    assert searched == [" delta", " epsilon"]
+    searched.clear()
+    assert _enough_in(hay, ["alpha", "beta", "zeta"], 2)
+    assert searched == [" alpha", " beta"]

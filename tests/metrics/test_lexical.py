@@ -288,6 +288,99 @@ def test_lone_surrogates_are_text_like_any_other(reference: str, contexts: list[
     assert token_f1(reference, " ".join(contexts)) == ef.token_f1(reference, " ".join(contexts))
 
 
+# --------------------------------------------------------------------------- long references
+# A reference with more than _SEARCH_MAX distinct tokens is matched in one pass over the
+# contexts' tokens instead of one substring search per token (linear instead of tokens x
+# contexts); both paths must give ef's numbers.
+
+_MANY = st.lists(
+    _WORDS | st.sampled_from(["rome", "lyon", "3.14", "été", "The", "an"]), max_size=60
+)
+
+
+def _both_paths(reference: str | list[str], contexts: list[str]) -> tuple[float, float]:
+    """(recall, precision), asserting that the substring search and the token pass agree."""
+    clear_caches()
+    with patch.object(lexical, "_SEARCH_MAX", 10**9):
+        searched = context_recall(reference, contexts), context_precision(reference, contexts)
+    clear_caches()
+    with patch.object(lexical, "_SEARCH_MAX", 0):
+        passed = context_recall(reference, contexts), context_precision(reference, contexts)
+    clear_caches()
+    assert searched == passed
+    return searched
+
+
+@settings(max_examples=200, deadline=None)
+@given(_MANY.map(" ".join), st.lists(_MANY.map(" ".join), max_size=5))
+def test_long_references_match_ef(reference: str, contexts: list[str]) -> None:
+    expected = ef.context_recall(reference, contexts), ef.context_precision(reference, contexts)
+    assert (context_recall(reference, contexts), context_precision(reference, contexts)) == expected
+    assert _both_paths(reference, contexts) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=3), st.lists(texts, max_size=4))
+def test_token_pass_gives_the_substring_search_results(
+    references: list[str], contexts: list[str]
+) -> None:
+    _both_paths(references, contexts)
+
+
+def test_token_pass_on_squad(data_dir: Path) -> None:
+    articles = json.loads((data_dir / "squad" / "small.json").read_text())["data"]
+    paragraphs = [p["context"] for a in articles for p in a["paragraphs"]]
+    rng = random.Random(4)
+    long_ones = 0
+    for i, paragraph in enumerate(paragraphs):
+        sentences = paragraph.split(". ")
+        long_reference = ". ".join(rng.sample(sentences, min(3, len(sentences))))
+        long_ones += len(answer_token_set(long_reference)) > lexical._SEARCH_MAX
+        contexts = [paragraph, *rng.sample(paragraphs, 3)][: 1 + i % 4]
+        for reference in (long_reference, sentences[0][:40], [long_reference, "zzz"]):
+            refs = [reference] if isinstance(reference, str) else reference
+            assert _both_paths(reference, contexts) == (
+                max(ef.context_recall(r, contexts) for r in refs),
+                max(ef.context_precision(r, contexts) for r in refs),
+            )
+    assert long_ones > len(paragraphs) // 2  # most take the token pass by default
+
+
+def test_huge_reference_costs_one_pass_over_the_contexts(
+    monkeypatch: pytest.MonkeyPatch, finishes_within: FinishesWithin
+) -> None:
+    # A 100k-word reference against ~1.5 MB of contexts used to be 40k substring scans of
+    # the contexts (minutes); now each context is split into tokens once, in chunks.
+    rng = random.Random(11)
+    vocabulary = [f"w{i}" for i in range(50_000)]
+    reference = " ".join(rng.choice(vocabulary) for _ in range(100_000))
+    contexts = [" ".join(rng.choice(vocabulary) for _ in range(60_000)) for _ in range(4)]
+    contexts.append("Nothing in common here.")
+    passes: list[int] = []
+    real = lexical._hits
+
+    def counting(tokens: frozenset[str], hay: str) -> frozenset[str] | set[str]:
+        passes.append(len(hay))
+        return real(tokens, hay)
+
+    monkeypatch.setattr(lexical, "_hits", counting)
+    clear_caches()
+    with finishes_within(60):
+        recall = context_recall(reference, contexts)
+        precision = context_precision(reference, contexts)
+    assert len(passes) == len(contexts)  # once per context, for both metrics together
+    assert recall == ef.context_recall(reference, contexts)
+    assert precision == ef.context_precision(reference, contexts) == 0.8
+    # chunks of a few characters, cut at spaces, keep every token whole
+    with patch.object(lexical, "_CHUNK", 5):
+        clear_caches()
+        small = contexts[0][:3000], "w1 w2 w3 " * 40 + reference[:500]
+        assert _both_paths(reference[:2000], list(small)) == (
+            ef.context_recall(reference[:2000], small),
+            ef.context_precision(reference[:2000], small),
+        )
+
+
 # --------------------------------------------------------------------------- errors
 
 

@@ -60,15 +60,26 @@ Where ragmeter differs from ``rag_eval.faithfulness`` (deliberately, tested):
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from functools import lru_cache
+from itertools import filterfalse
 from typing import Any, ClassVar
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.metrics.base import RagMetric
 from ragmeter.metrics.lexical import _check_contexts, _check_text, _register
 from ragmeter.schema import RagSample
-from ragmeter.text import _WORD_RE, STOPWORDS, _ascii_words, _word_haystack, word_tokens
+from ragmeter.text import (
+    _WORD_RE,
+    STOPWORDS,
+    _ascii_words,
+    _space_chunks,
+    _unicode_words,
+    _word_haystack,
+    word_tokens,
+)
 
 __all__ = [
     "SUPPORT_THRESHOLD",
@@ -86,19 +97,26 @@ and the length of any one call)."""
 
 _ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "vs", "e.g", "i.e", "cf")
 # A lone "." is checked against the abbreviations *after* it matched, so the look-behinds
-# run only at periods (the pattern then starts with a character set, which re scans fast).
+# run only at periods.
 _NOT_ABBREVIATION = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in _ABBREVIATIONS)
 _PERIOD_END = r"\." + _NOT_ABBREVIATION + r"(?<!\b[A-Z]\.)"
 _CLAIM_SPLIT = re.compile(
-    r"(?:[!?\u2026]|" + _PERIOD_END + ")"
+    # Every split starts at one of these characters, and the pattern starts with their set,
+    # so re skips through everything else in a tight loop (with the split's branches at
+    # the top, it tried each one at every character: several times slower). The branches
+    # below then look back at the character just matched.
+    r"[.!?\u2026\r\n;,]"
+    r"(?:"
+    # a sentence end: "!", "?", "…", or a "." that ends no abbreviation or initial ...
+    r"(?:(?<=[!?\u2026])|(?<=\.)" + _NOT_ABBREVIATION + r"(?<!\b[A-Z]\.))"
     # ... unless the character before is itself a sentence end: in a run such as "!!!!x"
     # the first "!" already failed for every end a later one could reach, and trying each
     # would make a long run quadratic (a 1 MB run of "!" took hours).
     r"(?<![!?\u2026].)(?<!" + _PERIOD_END + ".)"
     r"[.!?\u2026]*[\"'\u2019\u201d)\]]*(?=\s|$)"
-    r"|[\r\n]"
-    r"|;"
-    r"|,\s+(?i:but|however|whereas|although|though|yet|while)\s"
+    r"|(?<=[\r\n;])"
+    r"|(?<=,)\s+(?i:but|however|whereas|although|though|yet|while)\s"
+    r")"
 )
 
 
@@ -125,8 +143,11 @@ def _split(answer: str) -> Iterable[tuple[str, set[str]]]:
     for piece in _pieces(answer):
         claim = piece.strip()
         if claim:
-            words = set(word_tokens(claim)) if len(claim) <= _CHUNK else _context_words(claim)
-            words -= STOPWORDS
+            if len(claim) <= _CHUNK:  # (a set minus STOPWORDS would visit every stopword)
+                words = set(filterfalse(STOPWORDS.__contains__, word_tokens(claim)))
+            else:
+                words = _context_words(claim)
+                words -= STOPWORDS
             if words:
                 yield claim, words
 
@@ -153,12 +174,7 @@ def extract_claims(answer: str) -> list[str]:
 def _spaces(text: str) -> Iterator[tuple[int, int]]:
     """``(start, stop)`` chunks of ``text`` of about :data:`_CHUNK` characters, each cut just
     before a space (the last one runs to the end)."""
-    start, end = 0, len(text)
-    while start < end:
-        stop = text.find(" ", start + _CHUNK) if start + _CHUNK < end else -1
-        stop = end if stop < 0 else stop
-        yield start, stop
-        start = stop
+    return _space_chunks(text, _CHUNK)
 
 
 def _context_words(text: str) -> set[str]:
@@ -180,8 +196,54 @@ def _context_words(text: str) -> set[str]:
         return words
     lower = text.lower()
     for start, stop in _spaces(lower):
-        words.update(_WORD_RE.findall(lower, start, stop))
+        found = _unicode_words(lower[start:stop])
+        words.update(_WORD_RE.findall(lower, start, stop) if found is None else found.split())
     return words
+
+
+@lru_cache(maxsize=1024)
+def _needed(n: int, threshold: float) -> int:
+    """The fewest of a claim's ``n`` words that must be found: the least ``k`` with
+    ``k / n >= threshold``, the very test :func:`_faithfulness` applies (``k / n`` never
+    decreases as ``k`` grows, so a claim is supported iff at least ``k`` words are found).
+    ``threshold`` is in (0, 1], so ``1 <= k <= n``.
+
+    >>> _needed(5, 0.8), _needed(4, 0.8), _needed(3, 1.0), _needed(7, 0.01)
+    (4, 4, 3, 1)
+    """
+    k = min(n, max(1, math.ceil(threshold * n)))
+    while k > 1 and (k - 1) / n >= threshold:
+        k -= 1
+    while k / n < threshold:
+        k += 1
+    return k
+
+
+def _enough_in(hay: str, words: Collection[str], need: int) -> bool:
+    """Whether at least ``need`` of the distinct ``words`` occur in ``hay``, a space-padded,
+    space-separated haystack of words (see :func:`ragmeter.text._word_haystack`).
+
+    A word occurs iff ``" word "`` is a substring. That is searched as ``" word"`` first:
+    a needle ending in a letter is skipped through much faster than one ending in a space
+    (the commonest character), and the character after its first occurrence is then
+    checked; only when that occurrence is the start of a longer word is ``" word "``
+    searched, from there on. The words are looked at until the answer is known: ``need``
+    found, or more missing than the claim can afford.
+    """
+    spare = len(words) - need  # words that may still be missing
+    find = hay.find
+    for word in words:
+        prefix = " " + word
+        i = find(prefix)
+        if i >= 0 and (hay[i + len(prefix)] == " " or find(prefix + " ", i) >= 0):
+            need -= 1
+            if need <= 0:
+                return True
+        else:
+            spare -= 1
+            if spare < 0:
+                return False
+    return need <= 0  # pragma: no cover - the loop always decides
 
 
 def _faithfulness(
@@ -191,10 +253,13 @@ def _faithfulness(
 
     Linear in ``len(answer) + len(contexts)``. Typical samples (contexts up to
     :data:`_CHUNK` characters) look each ``" word "`` up in a space-padded haystack of the
-    contexts' words, which is the cheapest for a few short claims; once that substring
-    scanning has cost a few times the input size (many claims against long contexts), the
-    contexts are tokenised once into a set of words and every further word is one set
-    lookup. Both give the same answer: a word occurs iff ``" word "`` is in the haystack.
+    contexts' words (:func:`_enough_in`, which stops as soon as the claim is decided),
+    which is the cheapest for a few short claims; once that substring scanning could have
+    cost a few times the input size (many claims against long contexts), the contexts are
+    tokenised once into a set of words and every further word is one set lookup. Both
+    give the same answer: a word occurs iff ``" word "`` is in the haystack, and a claim
+    is supported iff ``found / len(words) >= threshold``, i.e. iff at least
+    :func:`_needed` of its words are found.
     """
     supported: list[str] = []
     unsupported: list[str] = []
@@ -209,12 +274,12 @@ def _faithfulness(
             if budget < 0:
                 hay = None
         if hay is not None:
-            found = sum(map(hay.__contains__, [" " + w + " " for w in words]))
+            ok = _enough_in(hay, words, _needed(len(words), threshold))
         else:
             if known is None:
                 known = _context_words(contexts)
-            found = sum(map(known.__contains__, words))
-        if found / len(words) >= threshold:
+            ok = sum(map(known.__contains__, words)) / len(words) >= threshold
+        if ok:
             supported.append(claim)
         else:
             unsupported.append(claim)
