@@ -19,11 +19,20 @@ from ragmeter.errors import (
     UnknownMetricError,
 )
 from ragmeter.evaluation.rag import evaluate_rag
-from ragmeter.evaluation.retrieval import evaluate_retrieval, evaluate_run, per_query
+from ragmeter.evaluation.retrieval import (
+    evaluate_retrieval,
+    evaluate_run,
+    evaluate_run_file,
+    per_query,
+)
+from ragmeter.io import read_qrels
+from ragmeter.io.arrow import read_parquet
 from ragmeter.io.beir import read_beir, write_beir
 from ragmeter.io.jsonl import JsonlReader, read_jsonl, write_jsonl
+from ragmeter.io.scores import read_scores, write_scores
 from ragmeter.io.trec import (
     Run,
+    iter_trec_run,
     parse_trec_run,
     read_trec_qrels,
     read_trec_run,
@@ -179,6 +188,7 @@ __all__ = [
     "evaluate_rag",
     "evaluate_retrieval",
     "evaluate_run",
+    "evaluate_run_file",
     "exact_match",
     "extract_claims",
     "faithfulness",
@@ -189,6 +199,7 @@ __all__ = [
     "hit_rate_at_k",
     "holm_bonferroni",
     "is_abstention",
+    "iter_trec_run",
     "load_cranfield",
     "load_cranfield_bm25_run",
     "mean_rank_of_first_relevant",
@@ -200,6 +211,9 @@ __all__ = [
     "precision_at_k",
     "read_beir",
     "read_jsonl",
+    "read_parquet",
+    "read_qrels",
+    "read_scores",
     "read_trec_qrels",
     "read_trec_run",
     "recall_against_exact",
@@ -211,6 +225,7 @@ __all__ = [
     "token_f1",
     "write_beir",
     "write_jsonl",
+    "write_scores",
     "write_trec_qrels",
     "write_trec_run",
 ]
