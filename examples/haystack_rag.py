@@ -1,11 +1,13 @@
 """A BM25 RAG pipeline over Cranfield, captured with ragmeter and scored two ways.
 
-1. ``RagmeterRecorder`` wraps the pipeline: every ``run`` records a ``RagSample``; the
-   captured run is scored against Cranfield's graded qrels (trec_eval conventions) and the
-   answers with ragmeter's no-LLM answer metrics.
+1. ``RagmeterTracer`` is Haystack's tracer while the queries run: every ``pipeline.run``
+   records a ``RagSample`` without wrapping anything (a pipeline loaded from YAML or served
+   by Hayhooks is captured the same way); ``with tracer.capture(id=qid):`` gives each run
+   its Cranfield query id. The captured run is scored against Cranfield's graded qrels
+   (trec_eval conventions) and the answers with ragmeter's no-LLM answer metrics.
 2. An *evaluation pipeline* made of ``RagmeterRetrievalEvaluator`` and
    ``RagmeterAnswerEvaluator`` scores the same outputs the Haystack way, and
-   ``EvaluationRunResult`` reports them.
+   ``EvaluationRunResult`` reports every metric in its own column (``spread_metrics``).
 
 Runs offline: the "LLM" is a tiny fake component that answers with the first sentence of
 the best document; swap in ``OpenAIChatGenerator`` (or any chat generator) for real use.
@@ -28,7 +30,12 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.evaluation import EvaluationRunResult
-from ragmeter_haystack import RagmeterAnswerEvaluator, RagmeterRecorder, RagmeterRetrievalEvaluator
+from ragmeter_haystack import (
+    RagmeterAnswerEvaluator,
+    RagmeterRetrievalEvaluator,
+    RagmeterTracer,
+    spread_metrics,
+)
 
 from ragmeter.datasets import load_cranfield
 
@@ -79,29 +86,30 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
     store.write_documents([Document(id=doc_id, content=text) for doc_id, text in corpus.items()])
     rag = build_pipeline(store)
 
-    # 1. Capture: run the pipeline as usual, through the recorder.
-    recorder = RagmeterRecorder(rag, retriever="retriever", generator="llm")
+    # 1. Capture: run the pipeline as usual; the tracer sees every run.
     qids = [q for q in queries if q in qrels][:n_queries]
     retrieved: list[list[Document]] = []
-    for qid in qids:
-        question = queries[qid]
-        result = recorder.run(
-            {"retriever": {"query": question}, "prompt_builder": {"question": question}},
-            sample_id=qid,
-            include_outputs_from={"retriever"},  # we also want the documents ourselves
-        )
-        retrieved.append(result["retriever"]["documents"])
+    with RagmeterTracer() as tracer:
+        for qid in qids:
+            question = queries[qid]
+            with tracer.capture(id=qid):
+                result = rag.run(
+                    {"retriever": {"query": question}, "prompt_builder": {"question": question}},
+                    include_outputs_from={"retriever"},  # we also want the documents ourselves
+                )
+            retrieved.append(result["retriever"]["documents"])
     # Judge only the captured queries (a judged query never run would score 0); a run whose
-    # pipeline raised would score 0 too, and be listed in report.extra["capture"]["failed"].
-    retrieval_report = recorder.evaluate_retrieval(qrels, only_captured=True, k_values=(1, 5, 10))
-    answer_report = recorder.evaluate(metrics=["faithfulness", "non_empty_rate"])
+    # pipeline raised before retrieving would score 0 too, and be listed in
+    # report.extra["capture"]["failed"].
+    retrieval_report = tracer.evaluate_retrieval(qrels, only_captured=True, k_values=(1, 5, 10))
+    answer_report = tracer.evaluate(metrics=["faithfulness", "non_empty_rate"])
 
     # 2. The Haystack way: an evaluation pipeline of ragmeter components.
     ground_truth = [
         [Document(id=doc_id, score=float(grade)) for doc_id, grade in qrels[qid].items()]
         for qid in qids
     ]
-    samples = recorder.samples
+    samples = tracer.samples
     evaluation = Pipeline()
     evaluation.add_component("retrieval", RagmeterRetrievalEvaluator(k_values=[1, 5, 10]))
     evaluation.add_component("answers", RagmeterAnswerEvaluator(metrics=["faithfulness"]))
@@ -115,13 +123,10 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
             },
         }
     )
-    run_result = EvaluationRunResult(
+    run_result = EvaluationRunResult(  # one column per metric, not one per component
         run_name="bm25-top10",
         inputs={"question": [queries[q] for q in qids]},
-        results={
-            "ndcg@10": scores["retrieval"],
-            "faithfulness": scores["answers"],
-        },
+        results=spread_metrics(scores),
     )
     if echo:
         print(retrieval_report.to_text())
@@ -131,7 +136,7 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
         print("Evaluation pipeline:", run_result.aggregated_report())
     return {
         "qids": qids,
-        "run": recorder.to_run(),
+        "run": tracer.to_run(),
         "retrieval_report": retrieval_report,
         "answer_report": answer_report,
         "pipeline_scores": scores,

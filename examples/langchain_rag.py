@@ -1,8 +1,10 @@
 """A LangChain RAG chain over Cranfield, measured with ragmeter without changing the chain.
 
-``RagmeterCallbackHandler`` is passed in ``config={"callbacks": [...]}``; every input of the
-``batch`` becomes one ``RagSample`` whose id is the Cranfield query id (``ragmeter_id`` in
-the run metadata), so the captured run joins Cranfield's graded qrels. The script prints:
+``handler.run_dataset(chain, queries, qrels=qrels)`` runs the chain over the judged queries
+(4 at a time, a progress bar on stderr), each inside ``handler.capture(id=qid, ...)``: LangChain
+attaches the handler to every run in the block and each ``RagSample`` gets the Cranfield
+query id, so the captured run joins Cranfield's graded qrels. One more query is run by hand
+with ``with handler.capture(id=...)``, the scoped form. The script prints:
 
 1. the retrieval report of what the chain really retrieved (trec_eval conventions);
 2. the same retriever scored on its own through ``as_retriever_fn`` (same numbers);
@@ -118,17 +120,18 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
     retriever = KeywordRetriever(corpus=corpus)
     chain = build_chain(retriever, FirstSentenceChatModel())
 
-    # The three lines a LangChain user adds:
+    # What a LangChain user adds: a handler, and a loop over the judged queries.
     handler = RagmeterCallbackHandler()
     qids = [q for q in qrels if q in queries][:n_queries]
-    chain.batch(
-        [queries[q] for q in qids],
-        config=[{"callbacks": [handler], "metadata": {"ragmeter_id": q}} for q in qids],
-    )
+    *looped, last = qids
+    if looped:  # 4 at a time, each inside handler.capture(id=qid)
+        handler.run_dataset(chain, {q: queries[q] for q in looped}, progress=echo)
+    with handler.capture(id=last, relevance=qrels[last]):  # one by hand: the same capture
+        chain.invoke(queries[last])
 
     ks, metrics = (1, 5, 10), ["ndcg", "recall", "precision", "mrr", "map"]
-    # Joined by ragmeter_id; only_captured=True scores the captured queries only (a run that
-    # raised would score 0 and be listed in captured.extra["capture"]["failed"]).
+    # Joined by sample id (the query ids); only_captured=True scores the captured queries only
+    # (a run that raised would score 0 and be listed in captured.extra["capture"]["failed"]).
     captured = handler.evaluate_retrieval(qrels, only_captured=True, k_values=ks, metrics=metrics)
     fn = as_retriever_fn(retriever)
     judged = {q: qrels[q] for q in qids}

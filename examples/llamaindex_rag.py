@@ -1,9 +1,11 @@
 """Measure a LlamaIndex query engine over Cranfield with ragmeter, offline (no API key).
 
 A ``VectorStoreIndex`` over the 1,400 Cranfield abstracts answers judged queries; a
-``RagmeterEventHandler`` captures every query as a ``RagSample`` (the query id goes in with
-``instrument_tags``), and ragmeter scores the captured run against Cranfield's graded
-qrels (trec_eval numbers) and the answers with its no-LLM metrics. The same retriever is
+``RagmeterEventHandler`` captures every query as a ``RagSample``: ``handler.run_dataset``
+runs the queries (4 at a time, a progress bar on stderr) each inside
+``handler.capture(id=qid)``, and one more query is run by hand in that scope. ragmeter scores
+the captured run against Cranfield's graded qrels (trec_eval numbers) and the answers with
+its no-LLM metrics. The same retriever is
 then scored inside LlamaIndex's own ``RetrieverEvaluator`` with ``RagmeterRetrievalMetric``.
 
 The embedding is a hashed bag of words and the LLM a stand-in that answers with the first
@@ -28,7 +30,6 @@ from typing import Any
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.evaluation import RetrieverEvaluator
-from llama_index.core.instrumentation.dispatcher import instrument_tags
 from llama_index.core.llms import (
     CompletionResponse,
     CompletionResponseGen,
@@ -96,11 +97,13 @@ def main(n_queries: int = 25) -> dict[str, Any]:
     query_engine = index.as_query_engine(llm=FirstSentenceLLM(), similarity_top_k=10)
     judged = [q for q in queries if any(g > 0 for g in qrels.get(q, {}).values())][:n_queries]
 
-    # 1. Capture: one RagSample per query, its id set with instrument_tags.
-    with RagmeterEventHandler() as handler:
-        for qid in judged:
-            with instrument_tags({"ragmeter_id": qid}):
-                query_engine.query(queries[qid])
+    # 1. Capture: one RagSample per query, its id set by the capture scope.
+    handler = RagmeterEventHandler()
+    *looped, last = judged
+    if looped:  # 4 at a time, each inside handler.capture(id=qid); attached for the run
+        handler.run_dataset(query_engine, {q: queries[q] for q in looped})
+    with handler.capture(id=last):  # one by hand: attached while the block runs
+        query_engine.query(queries[last])
 
     # 2. Score what was captured: retrieval against the qrels (only the captured queries;
     #    a query that raised would score 0 and be listed in report.extra["capture"]["failed"]),

@@ -28,7 +28,21 @@ RUN_METADATA = {
     "team": "search",
     "day": datetime.date(2026, 1, 1),  # not JSON: every adapter stores it as text
 }
-SURFACE = ("to_run", "to_qrels", "to_jsonl", "evaluate", "evaluate_retrieval", "clear")
+SCOPE: dict[str, Any] = {
+    "id": "q1",
+    "relevance": {"d1": 1},
+    "metadata": {"team": "search", "day": datetime.date(2026, 1, 1)},
+}
+SURFACE = (
+    "to_run",
+    "to_qrels",
+    "to_jsonl",
+    "evaluate",
+    "evaluate_retrieval",
+    "clear",
+    "drain",
+    "capture",
+)
 
 
 def _langchain() -> tuple[Any, list[str]]:
@@ -50,6 +64,26 @@ def _langchain() -> tuple[Any, list[str]]:
     return handler, ["d1", "d2"]
 
 
+def _langchain_scoped() -> tuple[Any, list[str]]:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableLambda
+    from ragmeter_langchain import RagmeterCallbackHandler
+
+    class Fixed(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [Document(DOCS[d], id=d) for d in ("d1", "d2")]
+
+    chain = Fixed() | RunnableLambda(lambda docs: docs[0].page_content)
+    handler = RagmeterCallbackHandler()
+    with handler.capture(**SCOPE):
+        chain.invoke(QUESTION)
+    return handler, ["d1", "d2"]
+
+
 def _haystack() -> tuple[Any, list[str]]:
     from haystack import Document, Pipeline
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
@@ -64,6 +98,23 @@ def _haystack() -> tuple[Any, list[str]]:
     recorder = RagmeterRecorder(pipe)
     recorder.run({"query": QUESTION}, metadata=dict(RUN_METADATA))
     return recorder, ranked
+
+
+def _haystack_tracer() -> tuple[Any, list[str]]:
+    from haystack import Document, Pipeline
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from ragmeter_haystack import RagmeterTracer
+
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(id=d, content=t) for d, t in DOCS.items()])
+    pipe = Pipeline()
+    pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=2))
+    ranked = [d.id for d in pipe.run({"query": QUESTION})["retriever"]["documents"]]
+    tracer = RagmeterTracer()
+    with tracer.capture(**SCOPE):
+        pipe.run({"query": QUESTION})
+    return tracer, ranked
 
 
 def _llamaindex() -> tuple[Any, list[str]]:
@@ -83,10 +134,31 @@ def _llamaindex() -> tuple[Any, list[str]]:
     return handler, ranked
 
 
+def _llamaindex_scoped() -> tuple[Any, list[str]]:
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.schema import TextNode
+    from ragmeter_llamaindex import RagmeterEventHandler
+
+    nodes = [TextNode(id_=d, text=t) for d, t in DOCS.items()]
+    index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))
+    ranked = [n.node.node_id for n in index.as_retriever(similarity_top_k=2).retrieve(QUESTION)]
+    engine = index.as_query_engine(llm=MockLLM(max_tokens=2), similarity_top_k=2)
+    handler = RagmeterEventHandler()
+    with handler.capture(**SCOPE):
+        engine.query(QUESTION)
+    return handler, ranked
+
+
 ADAPTERS: dict[str, Callable[[], tuple[Any, list[str]]]] = {
     "langchain": _langchain,
     "haystack": _haystack,
     "llamaindex": _llamaindex,
+    # the same run, its id and ground truth given by capture(...) instead of run metadata
+    "langchain-scope": _langchain_scoped,
+    "haystack-tracer-scope": _haystack_tracer,
+    "llamaindex-scope": _llamaindex_scoped,
 }
 
 
@@ -99,7 +171,7 @@ def test_one_run_is_captured_the_same_way_in_every_framework(
     assert isinstance(sample, RagSample) and len(captured) == 1
     assert sample.id == "q1" and sample.user_input == QUESTION
     assert sample.retrieved_ids == ranked and sorted(ranked) == ["d1", "d2"]
-    assert sample.metadata["framework"] == framework
+    assert sample.metadata["framework"] == framework.split("-")[0]
     assert sample.metadata["run_metadata"] == {"team": "search", "day": "2026-01-01"}
     assert "capture_errors" not in sample.metadata
     assert captured.to_run() == {"q1": ranked}
@@ -108,6 +180,8 @@ def test_one_run_is_captured_the_same_way_in_every_framework(
     assert isinstance(report, RetrievalEvalReport) and report.metrics == {"recall@2": 1.0}
     assert captured.to_jsonl(tmp_path / "s.jsonl") == 1
     assert captured.store.samples == captured.samples and captured.store.dropped == 0
+    assert captured.drain() == [sample] and len(captured) == 0
+    captured.store.add(sample)
     captured.clear()
     assert captured.samples == [] and captured.to_run() == {}
 
@@ -119,17 +193,38 @@ def _shape(fn: Any) -> list[tuple[str, Any, Any]]:
 
 @pytest.mark.parametrize("name", SURFACE)
 def test_the_store_methods_take_the_same_arguments(name: str) -> None:
-    from ragmeter_haystack import RagmeterRecorder
+    from ragmeter_haystack import RagmeterRecorder, RagmeterTracer
     from ragmeter_langchain import RagmeterCallbackHandler
     from ragmeter_llamaindex import RagmeterEventHandler
 
     classes = {
         "haystack": RagmeterRecorder,
+        "haystack-tracer": RagmeterTracer,
         "langchain": RagmeterCallbackHandler,
         "llamaindex": RagmeterEventHandler,
     }
     shapes = {fw: _shape(getattr(cls, name)) for fw, cls in classes.items()}
-    assert shapes["haystack"] == shapes["langchain"] == shapes["llamaindex"], shapes
+    assert len({repr(shape) for shape in shapes.values()}) == 1, shapes
+
+
+def test_every_adapter_runs_a_dataset_with_the_same_options() -> None:
+    from ragmeter_haystack import RagmeterRecorder, RagmeterTracer
+    from ragmeter_langchain import RagmeterCallbackHandler
+    from ragmeter_llamaindex import RagmeterEventHandler
+
+    common = {
+        "qrels",
+        "concurrency",
+        "progress",
+        "k_values",
+        "metrics",
+        "answer_metrics",
+        "failed_queries",
+    }
+    for cls in (RagmeterCallbackHandler, RagmeterEventHandler, RagmeterRecorder, RagmeterTracer):
+        params = inspect.signature(cls.run_dataset).parameters
+        assert common <= set(params), cls
+        assert all(params[p].kind is inspect.Parameter.KEYWORD_ONLY for p in common), cls
 
 
 @pytest.mark.parametrize(

@@ -148,7 +148,7 @@ def _llamaindex(runs: Runs, *, good_doc_ids: bool = True) -> Any:
             return str(self.engine.query(query_str))
 
     engine = Guarded(engine=inner)
-    handler = RagmeterEventHandler(id_field="ref_doc_id" if good_doc_ids else "node_id")
+    handler = RagmeterEventHandler(doc_id="ref_doc_id" if good_doc_ids else "node_id")
     with handler:
         for sid, text in runs:
             try:
@@ -167,13 +167,14 @@ FRAMEWORKS: dict[str, Callable[..., Any]] = {
     "haystack": _haystack,
     "llamaindex": _llamaindex,
 }
-# The option that fixes each id problem, as each framework spells it.
+# The option that fixes each id problem, as each framework spells it (doc_id= is one name in
+# all three adapters).
 SAMPLE_ID_FIX = {
     "langchain": "ragmeter_id",
     "haystack": "sample_id=",
     "llamaindex": "instrument_tags",
 }
-DOC_ID_FIX = {"langchain": "doc_id=", "haystack": "doc_id_field=", "llamaindex": "id_field="}
+DOC_ID_FIX = {"langchain": "doc_id=", "haystack": "doc_id=", "llamaindex": "doc_id="}
 
 
 @pytest.fixture(params=sorted(FRAMEWORKS))

@@ -21,26 +21,33 @@ def test_doc_blocks_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     ns: dict[str, Any] = {}
-    exec(compile(blocks[0], "haystack.md:capture", "exec"), ns)
+    exec(compile(blocks[0], "haystack.md:tracer", "exec"), ns)
     out = capsys.readouterr().out
-    assert "['184', '486', '1268']" in out
+    assert out.startswith("['184', '486', '1268']")  # what the text shows
+    assert "Retrieval evaluation: 5 queries scored" in out
+    assert ns["tracer"].to_run() == {q: ns["tracer"].to_run()[q] for q in "12345"}
+    assert not ns["tracer"].attached  # the capture() blocks attached it while they ran
+    exec(compile(blocks[1], "haystack.md:recorder", "exec"), ns)
+    out = capsys.readouterr().out
+    assert "['184', '486', '1268']" in out and ns["recorder"].to_run() == ns["tracer"].to_run()
     assert "Retrieval evaluation: 5 queries scored" in out
     # the pipeline_retriever block scores all 225 queries; keep the test small
     ns["qrels"] = {q: ns["qrels"][q] for q in ["1", "2", "3"]}
-    exec(compile(blocks[1], "haystack.md:retriever", "exec"), ns)
+    exec(compile(blocks[2], "haystack.md:retriever", "exec"), ns)
     assert ns["report"].n_queries == 3
-    exec(compile(blocks[2], "haystack.md:components", "exec"), ns)
+    exec(compile(blocks[3], "haystack.md:components", "exec"), ns)
     out = capsys.readouterr().out
     assert round(ns["scores"]["retrieval"]["score"], 4) == 0.6697  # the value the text shows
     assert "0.0\n" in out
+    assert "recall@10" in ns["result"].aggregated_report(output_format="json")["metrics"]
     # allow_deserialization() is process-wide; the real call is tested in a subprocess
     # (test_haystack_serialisation.py), here it must not leak into later tests
     import ragmeter_haystack
 
     calls: list[str] = []
     monkeypatch.setattr(ragmeter_haystack, "allow_deserialization", lambda: calls.append("x"))
-    exec(compile(blocks[3], "haystack.md:yaml", "exec"), ns)
+    exec(compile(blocks[4], "haystack.md:yaml", "exec"), ns)
     assert ns["loaded"].to_dict() == ns["evaluation"].to_dict()
     assert calls == ["x"]

@@ -46,7 +46,10 @@ def test_example_captures_scores_and_agrees_with_pytrec_eval(
     assert component["individual_scores"] == pytest.approx(
         [ref[q]["ndcg_cut_10"] for q in qids], abs=1e-12
     )
-    assert out["aggregated"]["metrics"] == ["ndcg@10", "faithfulness"]
+    # spread_metrics: every ragmeter metric is its own EvaluationRunResult column
+    aggregated = dict(zip(out["aggregated"]["metrics"], out["aggregated"]["score"], strict=True))
+    assert set(aggregated) == set(component["metrics"]) | {"faithfulness"}
+    assert aggregated["ndcg@10"] == pytest.approx(report.metrics["ndcg@10"], abs=1e-12)
     answers = out["answer_report"]
     assert answers.coverage["faithfulness"] == n
     assert out["retrieval_report"].extra["capture"]["failed"] == []

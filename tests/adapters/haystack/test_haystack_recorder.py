@@ -16,6 +16,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from ragmeter_haystack import RagmeterRecorder, pipeline_retriever
 
+from ragmeter.capture import SampleStore, content_doc_id
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import evaluate_retrieval, evaluate_run
 from ragmeter.schema import RagSample
@@ -139,7 +140,7 @@ def test_pipeline_retriever_on_a_retrieval_pipeline(
     retrieve = pipeline_retriever(pipe)  # one retriever, flat "query" input
     assert len(retrieve(queries["1"])) == 3
     assert len(retrieve(queries["1"], limit=7)) == 7  # limit is passed on as top_k
-    by_content = pipeline_retriever(pipe, "bm25", "bm25.query", doc_id_field="content")
+    by_content = pipeline_retriever(pipe, "bm25", "bm25.query", doc_id="content")
     assert all(i.startswith("sha256:") for i in by_content(queries["1"], limit=2))
 
 
@@ -173,7 +174,10 @@ def test_store_surface_clear_and_metadata(rag: Pipeline, rag_input: Any, cranfie
     recorder.run(rag_input(queries["2"]), reference="flutter", reference_ids=["12"])
     first, second = recorder.samples
     assert first.id == "q1" and first.reference == "similarity laws"
-    assert first.metadata == {"framework": "haystack", "run_metadata": {"team": "x"}}
+    assert first.metadata["run_metadata"] == {"team": "x"}
+    assert first.metadata["framework"] == "haystack"
+    (call,) = first.metadata["retriever_calls"]  # as in every adapter
+    assert call["name"] == "retriever" and call["ids"] == first.retrieved_ids and call["used"]
     assert second.reference_ids == ["12"] and len(second.id) == 32  # a generated uuid4 hex
     assert recorder.to_qrels() == {second.id: {"12": 1}}
     recorder.clear()
@@ -190,7 +194,7 @@ def test_to_jsonl(rag: Pipeline, rag_input: Any, cranfield: Any, tmp_path: Path)
     assert json.loads(line)["id"] == "q1"
 
 
-def test_doc_id_field_meta_collapses_chunks_to_their_best_rank() -> None:
+def test_doc_id_meta_collapses_chunks_to_their_best_rank() -> None:
     store = InMemoryDocumentStore()
     store.write_documents(
         [
@@ -201,7 +205,7 @@ def test_doc_id_field_meta_collapses_chunks_to_their_best_rank() -> None:
     )
     pipe = Pipeline()
     pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=3))
-    recorder = RagmeterRecorder(pipe, doc_id_field="meta.source")
+    recorder = RagmeterRecorder(pipe, doc_id="meta.source")
     recorder.run({"query": "flutter wing"}, sample_id="q")
     (sample,) = recorder.samples
     assert sample.retrieved_ids == ["s1", "s2"]
@@ -224,7 +228,7 @@ def _partly_sourced_pipeline() -> Pipeline:
     return pipe
 
 
-def test_a_document_without_the_id_field_keeps_its_rank_everywhere(
+def test_a_document_without_the_doc_id_keeps_its_rank_everywhere(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pipe = _partly_sourced_pipeline()
@@ -232,20 +236,45 @@ def test_a_document_without_the_id_field_keeps_its_rank_everywhere(
     expected = [d.meta.get("source", d.id) for d in ranking]
     assert expected == ["s1", "b", "s2"]  # the unsourced document ranks second
 
-    retrieve = pipeline_retriever(pipe, doc_id_field="meta.source")
+    retrieve = pipeline_retriever(pipe, doc_id="meta.source")
     with caplog.at_level(logging.WARNING, logger="ragmeter_haystack"):
         assert retrieve("flutter wing") == expected  # not dropped: s2 must not move up a rank
         assert retrieve("flutter wing", limit=2) == expected[:2]
     (warning,) = caplog.records  # said, once
     assert "1 of 3 documents" in warning.getMessage()
-    recorder = RagmeterRecorder(pipe, doc_id_field="meta.source")
+    recorder = RagmeterRecorder(pipe, doc_id="meta.source")
     recorder.run({"query": "flutter wing"}, sample_id="q")
     (sample,) = recorder.samples
     assert sample.retrieved_ids == expected
     assert sample.metadata["capture_errors"] == [
-        "1 of 3 retrieved document(s) had no value for doc_id_field='meta.source'; their "
+        "1 of 3 retrieved document(s) had no value for doc_id='meta.source'; their "
         "Document.id was used instead"
     ]
+
+
+def test_doc_id_field_is_a_deprecated_alias_of_doc_id() -> None:
+    pipe = _partly_sourced_pipeline()
+    with pytest.warns(DeprecationWarning, match=r"RagmeterRecorder\(doc_id_field=...\)"):
+        old = RagmeterRecorder(pipe, doc_id_field="meta.source")
+    assert old.doc_id == old.doc_id_field == "meta.source"
+    old.run({"query": "flutter wing"}, sample_id="q")
+    assert old.to_run() == {"q": ["s1", "b", "s2"]}
+    with pytest.warns(DeprecationWarning, match=r"pipeline_retriever\(doc_id_field=...\)"):
+        retrieve = pipeline_retriever(pipe, doc_id_field="meta.source")
+    assert retrieve("flutter wing") == ["s1", "b", "s2"]
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="doc_id= alone"):
+        RagmeterRecorder(pipe, doc_id="id", doc_id_field="meta.source")
+
+
+def test_doc_id_as_content_hash_and_as_a_function() -> None:
+    pipe = _partly_sourced_pipeline()
+    docs = pipe.run({"query": "flutter wing"})["retriever"]["documents"]
+    by_content = RagmeterRecorder(pipe, doc_id="content")
+    by_content.run({"query": "flutter wing"}, sample_id="q")
+    assert by_content.to_run()["q"] == [content_doc_id(d.content) for d in docs]
+    by_fn = RagmeterRecorder(pipe, doc_id=lambda d: d.id.upper())
+    by_fn.run({"query": "flutter wing"}, sample_id="q")
+    assert by_fn.to_run()["q"] == [d.id.upper() for d in docs]
 
 
 def test_invalid_ground_truth_is_left_out_and_the_rest_of_the_sample_kept(
@@ -279,16 +308,20 @@ def test_run_metadata_is_json_safe_and_cannot_overwrite_ours(
         metadata={"framework": "mine", "capture_errors": "none", "day": day},
     )
     (sample,) = recorder.samples
-    assert sample.metadata == {
-        "framework": "haystack",
-        "run_metadata": {"framework": "mine", "capture_errors": "none", "day": "2026-01-01"},
+    assert sample.metadata["framework"] == "haystack"
+    assert sample.metadata["run_metadata"] == {
+        "framework": "mine",
+        "capture_errors": "none",
+        "day": "2026-01-01",
     }
+    assert "capture_errors" not in sample.metadata
     assert recorder.to_jsonl(tmp_path / "s.jsonl") == 1
 
 
 def test_the_recorder_has_the_store_every_adapter_has(rag: Pipeline) -> None:
     recorder = RagmeterRecorder(rag, max_samples=3)
-    assert recorder.store is recorder and recorder.store.dropped == 0
+    assert isinstance(recorder.store, SampleStore) and recorder.store.max_samples == 3
+    assert recorder.store.dropped == 0 and len(recorder) == 0
 
 
 @component
@@ -321,6 +354,8 @@ def test_capture_errors_never_break_the_pipeline_and_are_logged_once(
                 rag_input(queries[qid]), sample_id=qid, relevance={"d": float("nan")}
             )
             assert set(result) == {"llm"}
+        # validation is deferred to the first read of the samples: that is when it is logged
+        assert [s.id for s in recorder.samples] == ["1", "2"]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "could not capture" in warnings[0].getMessage()
     assert [s.id for s in recorder.samples] == ["1", "2"]
@@ -371,9 +406,11 @@ def test_pipeline_without_documents_or_replies(rag_input: Any) -> None:
         RagmeterRecorder(pipe)
 
 
-def test_bad_doc_id_field(rag: Pipeline) -> None:
-    with pytest.raises(ValueError, match=r"doc_id_field must be 'id', 'content' or 'meta\.<key>'"):
-        RagmeterRecorder(rag, doc_id_field="source")
+def test_bad_doc_id(rag: Pipeline) -> None:
+    with pytest.raises(ValueError, match=r"doc_id must be 'id', 'content' or 'meta\.<key>'"):
+        RagmeterRecorder(rag, doc_id="source")
+    with pytest.raises(ValueError, match=r"doc_id must be 'id', 'content' or 'meta\.<key>'"):
+        pipeline_retriever(rag, doc_id="meta.")
 
 
 def test_pipeline_retriever_errors(rag: Pipeline) -> None:

@@ -64,12 +64,36 @@ def test_missing_keys_raise_naming_the_key():
         answer_of({"text": "t"}, "answer")
 
 
-def test_document_id_order():
-    assert document_id(Document("t", id="A", metadata={"doc_id": "B"})) == "A"
-    assert document_id(Document("t", metadata={"doc_id": "B", "src": "C"})) == "B"
-    assert document_id(Document("t", metadata={"doc_id": "B", "src": "C"}), "src") == "C"
+def test_document_id_rules():
+    doc = Document("t", id="A", metadata={"doc_id": "B", "src": "C"})
+    no_id = Document("t", metadata={"doc_id": "B", "src": "C"})
+    assert document_id(doc) == "A"  # default: Document.id, else metadata["doc_id"], else hash
+    assert document_id(no_id) == "B"
     assert document_id(Document("t", id="", metadata={"doc_id": ""})) == content_doc_id("t")
-    assert document_id(Document("t", metadata={"doc_id": "B"}), None) == content_doc_id("t")
+    assert document_id(doc, "metadata.src") == "C"  # the key first
+    assert document_id(Document("t", id="A"), "metadata.src") == "A"  # then Document.id
+    assert document_id(no_id, "id") == content_doc_id("t")
+    assert document_id(doc, "content") == content_doc_id("t")
+    assert document_id(doc, lambda d: d.metadata["src"] + "!") == "C!"
+
+
+def test_bad_doc_id_rule_names_the_choices():
+    with pytest.raises(
+        InvalidInputError, match=r"doc_id must be None .*'metadata.<key>'.*got 'src'"
+    ):
+        document_id(Document("t"), "src")
+
+
+def test_id_key_is_a_deprecated_alias_of_doc_id():
+    no_id = Document("t", metadata={"doc_id": "B", "src": "C"})
+    with pytest.warns(
+        DeprecationWarning, match=r"document_id\(id_key=...\) is deprecated; use doc_id="
+    ):
+        assert document_id(no_id, id_key="src") == "C"
+    with pytest.warns(DeprecationWarning):
+        assert document_id(no_id, id_key=None) == content_doc_id("t")
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidInputError, match="doc_id= alone"):
+        document_id(no_id, "id", id_key="src")
 
 
 def test_doc_ids_keep_every_document_in_rank_order():

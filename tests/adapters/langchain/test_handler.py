@@ -383,7 +383,7 @@ def test_documents_without_ids_use_metadata_then_content_hash(make_chain, cranfi
     make_chain(retriever=no_ids).invoke("viscous flow", config=cfg(by_meta))
     assert by_meta.samples[0].retrieved_ids == expected_ids(bm25, "viscous flow")
 
-    by_hash = RagmeterCallbackHandler(id_key=None)
+    by_hash = RagmeterCallbackHandler(doc_id="content")
     make_chain(retriever=no_ids).invoke("viscous flow", config=cfg(by_hash))
     sample = by_hash.samples[0]
     assert sample.retrieved_ids == [content_doc_id(t) for t in sample.retrieved_contexts or []]

@@ -46,7 +46,7 @@ def test_limit_truncates_and_limit_kwarg_reaches_the_retriever(bm25):
 def test_id_rules_match_the_handler(cranfield):
     no_ids = BM25Retriever(corpus=cranfield.corpus, with_ids=False)
     assert as_retriever_fn(no_ids)("nozzle") == no_ids.rank("nozzle")
-    hashed = as_retriever_fn(no_ids, id_key=None)("nozzle")
+    hashed = as_retriever_fn(no_ids, doc_id="content")("nozzle")
     assert hashed == [content_doc_id(cranfield.corpus[d]) for d in no_ids.rank("nozzle")]
     custom = as_retriever_fn(no_ids, doc_id=lambda d: "c" + d.metadata["doc_id"])
     assert custom("nozzle") == ["c" + d for d in no_ids.rank("nozzle")]

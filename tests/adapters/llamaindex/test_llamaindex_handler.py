@@ -281,7 +281,7 @@ def test_chunks_are_mapped_to_their_source_documents(chunked: Any) -> None:
     index, nodes, queries, qrels = chunked
     source = {n.node_id: n.ref_doc_id for n in nodes}
     qe = index.as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=20)
-    with RagmeterEventHandler(id_field="ref_doc_id") as handler:
+    with RagmeterEventHandler(doc_id="ref_doc_id") as handler:
         for qid, text in queries.items():
             with instrument_tags({"ragmeter_id": qid}):
                 qe.query(text)
@@ -312,15 +312,15 @@ def metadata_index(embed_model: Any) -> Any:
     return VectorStoreIndex(nodes, embed_model=embed_model)
 
 
-def test_metadata_id_field_and_nodes_without_the_key(embed_model: Any) -> None:
+def test_metadata_doc_id_and_nodes_without_the_key(embed_model: Any) -> None:
     qe = metadata_index(embed_model).as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=3)
-    with RagmeterEventHandler(id_field="metadata.paper") as handler:
+    with RagmeterEventHandler(doc_id="metadata.paper") as handler:
         qe.query("supersonic wing")
     (sample,) = handler.samples
     assert set(sample.metadata["node_ids"][:2]) == {"n1", "n2"}
     assert sample.retrieved_ids == ["p1", "n3"]  # n3 has no 'paper': its node id stands in
     assert sample.metadata["capture_errors"] == [
-        "1 of 3 retrieved node(s) had no value for id_field='metadata.paper'; their node_id "
+        "1 of 3 retrieved node(s) had no value for doc_id='metadata.paper'; their node_id "
         "was used instead"
     ]
 
@@ -332,7 +332,7 @@ def test_capture_errors_never_reach_the_query_and_are_logged_once(
         raise KeyError("no such field")
 
     qe = metadata_index(embed_model).as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=2)
-    handler = RagmeterEventHandler(id_field=broken)
+    handler = RagmeterEventHandler(doc_id=broken)
     with caplog.at_level(logging.DEBUG, logger="ragmeter_llamaindex"), handler:
         first = qe.query("supersonic wing")
         second = qe.query("supersonic inlet")
@@ -342,7 +342,8 @@ def test_capture_errors_never_reach_the_query_and_are_logged_once(
         assert sample.retrieved_ids == sample.metadata["node_ids"]  # fell back to node ids
         assert sample.metadata["capture_errors"][0] == "KeyError: 'no such field'"
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "ragmeter capture failed" in warnings[0].getMessage()
+    assert len(warnings) == 1
+    assert "could not capture part of a LlamaIndex run" in warnings[0].getMessage()
     assert any(r.levelno == logging.DEBUG for r in caplog.records)
 
 
@@ -367,14 +368,39 @@ def test_nothing_is_kept_per_query_once_it_ends(index: Any) -> None:
             with pytest.raises(ValueError):
                 Failing().query("x")
         core = handler._core
-        assert not core.parents and not core.roots and not core.retrievals
+        assert not core.roots and not core.retrievals and not core.chat_streams
+        assert core.run.get() is None and core.depth.get() == 0
     assert len(handler) == 5 and handler.store.dropped == 115
 
 
-def test_bad_id_field() -> None:
+def test_bad_doc_id() -> None:
     with pytest.raises(
-        InvalidInputError, match=r"id_field must be 'node_id', 'ref_doc_id', 'metadata\.<key>'"
+        InvalidInputError, match=r"doc_id must be 'node_id', 'ref_doc_id', 'metadata\.<key>'"
+    ):
+        RagmeterEventHandler(doc_id="doc_id")
+    with pytest.raises(InvalidInputError, match=r"got 'metadata\.'"):
+        RagmeterEventHandler(doc_id="metadata.")
+
+
+def test_id_field_is_a_deprecated_alias_of_doc_id(chunked: Any) -> None:
+    index, nodes, queries, _ = chunked
+    qid, text = next(iter(queries.items()))
+    qe = index.as_query_engine(llm=MockLLM(max_tokens=1), similarity_top_k=5)
+    with pytest.warns(
+        DeprecationWarning, match=r"RagmeterEventHandler\(id_field=...\) is deprecated"
+    ):
+        old = RagmeterEventHandler(id_field="ref_doc_id")
+    assert old.doc_id == old.id_field == "ref_doc_id"
+    new = RagmeterEventHandler(doc_id="ref_doc_id")
+    with old, new, new.capture(id=qid):
+        qe.query(text)
+    assert old.to_run() == new.to_run() and old.to_run()[qid]
+    source = {n.node_id: n.ref_doc_id for n in nodes}
+    assert set(old.to_run()[qid]) <= set(source.values())
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidInputError, match="doc_id= alone"):
+        RagmeterEventHandler(doc_id="node_id", id_field="ref_doc_id")
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(InvalidInputError, match="id_field must be"),
     ):
         RagmeterEventHandler(id_field="doc_id")
-    with pytest.raises(InvalidInputError, match=r"got 'metadata\.'"):
-        RagmeterEventHandler(id_field="metadata.")

@@ -9,6 +9,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from ragmeter_llamaindex import node_doc_id, query_engine_retriever
 
+from ragmeter.capture import content_doc_id
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import evaluate_retrieval
 
@@ -74,7 +75,7 @@ def test_a_query_engine_s_retriever_is_used(index: Any) -> None:
 def test_chunked_documents_score_as_their_sources(chunked: Any) -> None:
     index, nodes, queries, qrels = chunked
     source = {n.node_id: n.ref_doc_id for n in nodes}
-    retrieve = query_engine_retriever(index, id_field="ref_doc_id")
+    retrieve = query_engine_retriever(index, doc_id="ref_doc_id")
     ids = retrieve(next(iter(queries.values())), limit=20)
     assert len(ids) == 20 and len(set(ids)) < 20  # chunks of one document repeat its id
     report = evaluate_retrieval(
@@ -103,17 +104,28 @@ def test_node_doc_id_rules() -> None:
     assert node_doc_id(node, "metadata.file.name") == "a.pdf"  # a dotted key wins over a path
     assert node_doc_id(node, "metadata.missing") is None
     assert node_doc_id(node, lambda n: n.text + "!") == "...!"
+    assert node_doc_id(node, "content") == content_doc_id("...")
+    with pytest.warns(DeprecationWarning, match=r"node_doc_id\(id_field=...\) is deprecated"):
+        assert node_doc_id(node, id_field="ref_doc_id") == "d1"
 
 
-def test_node_without_the_id_field_is_an_error(embed_model: Any) -> None:
+def test_query_engine_retriever_takes_the_old_id_field_name(chunked: Any) -> None:
+    index, _, queries, _ = chunked
+    text = next(iter(queries.values()))
+    with pytest.warns(DeprecationWarning, match=r"query_engine_retriever\(id_field=...\)"):
+        old = query_engine_retriever(index, id_field="ref_doc_id")
+    assert old(text, limit=5) == query_engine_retriever(index, doc_id="ref_doc_id")(text, limit=5)
+
+
+def test_node_without_the_doc_id_is_an_error(embed_model: Any) -> None:
     from llama_index.core import VectorStoreIndex
 
     index = VectorStoreIndex([TextNode(id_="n1", text="wing")], embed_model=embed_model)
     with pytest.raises(
         InvalidInputError,
-        match=r"node at rank 1 \(node_id 'n1'\) has no value for id_field='ref_doc_id'",
+        match=r"node at rank 1 \(node_id 'n1'\) has no value for doc_id='ref_doc_id'",
     ):
-        query_engine_retriever(index, id_field="ref_doc_id")("wing")
+        query_engine_retriever(index, doc_id="ref_doc_id")("wing")
 
 
 def test_unsupported_object() -> None:

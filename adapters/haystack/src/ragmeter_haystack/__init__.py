@@ -2,8 +2,12 @@
 
 * :class:`RagmeterRetrievalEvaluator` and :class:`RagmeterAnswerEvaluator` are Haystack
   ``@component`` evaluators (serialisable, usable in an evaluation ``Pipeline``).
-* :class:`RagmeterRecorder` wraps a RAG pipeline's ``run``/``run_async`` and records a
-  :class:`ragmeter.schema.RagSample` per run.
+* :class:`RagmeterTracer` is a Haystack tracer that records a
+  :class:`ragmeter.schema.RagSample` per pipeline run, without wrapping ``run`` (pipelines
+  loaded from YAML or served by Hayhooks too).
+* :class:`RagmeterRecorder` wraps a RAG pipeline's ``run``/``run_async`` (a drop-in) and
+  records a sample per run.
+* :func:`spread_metrics` puts each ragmeter metric in its own ``EvaluationRunResult`` column.
 * :func:`pipeline_retriever` turns a pipeline into the callable
   :func:`ragmeter.evaluation.retrieval.evaluate_retrieval` takes.
 * :func:`judge` makes a Haystack chat generator the judge of ragmeter's LLM-judged metrics.
@@ -15,7 +19,9 @@ deserialization allowlist (Haystack >= 3):
 
 from ragmeter_haystack._judge import HaystackJudge, judge
 from ragmeter_haystack._recorder import RagmeterRecorder
+from ragmeter_haystack._results import spread_metrics
 from ragmeter_haystack._retriever import pipeline_retriever
+from ragmeter_haystack._tracer import RagmeterTracer
 from ragmeter_haystack.answer_evaluator import RagmeterAnswerEvaluator
 from ragmeter_haystack.retrieval_evaluator import RagmeterRetrievalEvaluator
 
@@ -25,9 +31,11 @@ __all__ = [
     "RagmeterAnswerEvaluator",
     "RagmeterRecorder",
     "RagmeterRetrievalEvaluator",
+    "RagmeterTracer",
     "allow_deserialization",
     "judge",
     "pipeline_retriever",
+    "spread_metrics",
 ]
 
 ALLOWED_MODULES: list[str] = ["ragmeter_haystack"]

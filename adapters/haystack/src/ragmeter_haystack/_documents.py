@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.capture import content_doc_id
@@ -18,9 +18,14 @@ from ragmeter.errors import InvalidInputError
 
 __all__ = [
     "UNMATCHABLE",
+    "DocId",
+    "capture_ids",
+    "check_doc_id",
     "check_field",
     "check_grade_field",
+    "describe_doc_id",
     "doc_key",
+    "generator_output",
     "grade_of",
     "qrels_row",
     "ranked_ids",
@@ -53,6 +58,26 @@ def check_field(field: object, *, name: str = "document_comparison_field") -> st
     )
 
 
+DocId = str | Callable[[Any], "str | None"]
+"""The ``doc_id`` option: ``"id"``, ``"content"``, ``"meta.<key>"`` or ``fn(document) -> id``."""
+
+
+def check_doc_id(doc_id: object, *, name: str = "doc_id") -> DocId:
+    """Return ``doc_id`` if it is a field (:func:`check_field`) or a function, else raise.
+
+    >>> check_doc_id("meta.source_id")
+    'meta.source_id'
+    """
+    if callable(doc_id):
+        return doc_id
+    return check_field(doc_id, name=name)
+
+
+def describe_doc_id(doc_id: DocId) -> str:
+    """``'meta.source_id'`` (quoted) for a field, the function's name for a function."""
+    return getattr(doc_id, "__name__", repr(doc_id)) if callable(doc_id) else repr(doc_id)
+
+
 def check_grade_field(field: object) -> str:
     """Return ``field`` if it is ``"score"`` or ``"meta.<key>"``, else raise."""
     if isinstance(field, str) and (
@@ -74,7 +99,7 @@ def _meta_value(meta: Any, path: str) -> Any:
     return value
 
 
-def doc_key(doc: Any, field: str) -> str | None:
+def doc_key(doc: Any, field: DocId) -> str | None:
     """The id ``field`` gives ``doc``, as a string; ``None`` when the document has none.
 
     >>> from haystack import Document
@@ -83,7 +108,9 @@ def doc_key(doc: Any, field: str) -> str | None:
     >>> doc_key(Document(content="Paris"), "content")
     'sha256:5dd272b4f316b776'
     """
-    if field == "id":
+    if callable(field):
+        value = field(doc)
+    elif field == "id":
         value = getattr(doc, "id", None)
     elif field == "content":
         text = getattr(doc, "content", None)
@@ -165,7 +192,7 @@ def ranked_ids(docs: Sequence[Any], *, field: str) -> list[str]:
     return list(out)
 
 
-def recorded_ids(docs: Sequence[Any], field: str) -> tuple[list[str], int]:
+def recorded_ids(docs: Sequence[Any], field: DocId) -> tuple[list[str], int]:
     """Retrieved documents as ids, best first, one per document, and how many fell back.
 
     A document without a value for ``field`` keeps its rank under its ``Document.id``
@@ -203,6 +230,70 @@ def reply_text(reply: Any) -> str | None:
     return None
 
 
+def capture_ids(
+    docs: Sequence[Any], doc_id: DocId
+) -> tuple[list[str | None], list[str], int, BaseException | None]:
+    """``(ids, texts, missing, error)`` of retrieved documents, one entry each, in rank order.
+
+    The capture hot path: an id is ``None`` where it is the content hash of the text
+    (``doc_id="content"``; hashed when the sample is read). A document without a value for
+    ``doc_id`` keeps its rank under its ``Document.id`` and is counted in ``missing``;
+    ``error`` is the first exception a ``doc_id`` function raised (those documents fall
+    back the same way).
+    """
+    ids: list[str | None] = []
+    texts: list[str] = []
+    missing = 0
+    error: BaseException | None = None
+    for doc in docs:
+        text = getattr(doc, "content", None)
+        texts.append(text if type(text) is str else "")
+        if doc_id == "id":
+            found = getattr(doc, "id", None)
+        elif doc_id == "content":
+            if type(text) is str:
+                ids.append(None)
+                continue
+            found = None
+        else:
+            try:
+                found = doc_key(doc, doc_id)
+            except Exception as exc:
+                error = error or exc
+                found = None
+        if found is None:
+            missing += 1
+            found = getattr(doc, "id", None)
+        ids.append(str(found))
+    return ids, texts, missing, error
+
+
+def generator_output(
+    outputs: Mapping[str, Any], replies_output: str = "replies"
+) -> tuple[str | None, int | None, int | None]:
+    """``(text, input_tokens, output_tokens)`` of one generator run's outputs.
+
+    The text is the first reply's (:func:`reply_text`); token counts come from that reply's
+    ``meta["usage"]`` (chat generators), else from the first entry of a ``meta`` output
+    (``OpenAIGenerator`` and other text generators: ``{"replies": [str], "meta": [{"usage":
+    {...}}]}``).
+
+    >>> generator_output({"replies": ["Paris"], "meta": [{"usage": {"prompt_tokens": 12,
+    ...                                                             "completion_tokens": 1}}]})
+    ('Paris', 12, 1)
+    """
+    replies = outputs.get(replies_output)
+    if not replies:
+        return None, None, None
+    first = replies[0]
+    usage = reply_usage(first)
+    if not usage:
+        metas = outputs.get("meta")
+        if isinstance(metas, Sequence) and metas and isinstance(metas[0], Mapping):
+            usage = _usage(metas[0].get("usage"))
+    return reply_text(first), usage.get("input_tokens"), usage.get("output_tokens")
+
+
 def reply_usage(reply: Any) -> dict[str, int]:
     """Token counts from a reply's ``meta["usage"]`` (OpenAI or Anthropic key names).
 
@@ -211,7 +302,10 @@ def reply_usage(reply: Any) -> dict[str, int]:
     {'input_tokens': 7}
     """
     meta = getattr(reply, "meta", None)
-    usage = meta.get("usage") if isinstance(meta, Mapping) else None
+    return _usage(meta.get("usage") if isinstance(meta, Mapping) else None)
+
+
+def _usage(usage: Any) -> dict[str, int]:
     if not isinstance(usage, Mapping):
         return {}
     out: dict[str, int] = {}

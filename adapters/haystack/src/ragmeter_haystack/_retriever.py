@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.errors import InvalidInputError, check_k
-from ragmeter_haystack._documents import check_field, recorded_ids
+from ragmeter_haystack._documents import DocId, describe_doc_id, recorded_ids
 from ragmeter_haystack._pipeline import check_component, find_component, nest_input
+from ragmeter_haystack._recorder import _UNSET, doc_id_option
 
 __all__ = ["pipeline_retriever"]
 
@@ -23,9 +24,10 @@ def pipeline_retriever(
     query_input: str | Sequence[str] = "query",
     *,
     top_k_input: str | None = "top_k",
-    doc_id_field: str = "id",
+    doc_id: DocId | None = None,
     documents_output: str = "documents",
     data: Mapping[str, Mapping[str, Any]] | None = None,
+    doc_id_field: Any = _UNSET,
 ) -> Callable[..., list[str]]:
     """Wrap ``pipeline`` as ``retrieve(query, *, limit=None) -> [doc_id, ...]``.
 
@@ -35,7 +37,8 @@ def pipeline_retriever(
     given to every component that has it open, as Haystack's flat inputs do; a list of
     these when several inputs take the question, e.g. a prompt builder's), passes
     ``limit`` to the retriever's ``top_k_input`` when it has one, and returns the ids
-    (``doc_id_field``: ``"id"``, ``"content"`` or ``"meta.<key>"``) of the
+    (``doc_id``: ``"id"``, ``"content"``, ``"meta.<key>"`` or a function; ``doc_id_field=``
+    is its deprecated name) of the
     ``retriever_component``'s documents, best first, cut at ``limit``, by the id rule of
     :class:`~ragmeter_haystack.RagmeterRecorder`: a document without that field keeps its
     rank under its ``Document.id`` (logged once per retriever function; ``evaluate_retrieval``
@@ -64,7 +67,7 @@ def pipeline_retriever(
         check_component(
             pipeline, retriever_component, role="retriever_component", socket=documents_output
         )
-    field = check_field(doc_id_field, name="doc_id_field")
+    field = doc_id_option(doc_id, doc_id_field, owner="pipeline_retriever")
     targets = [query_input] if isinstance(query_input, str) else [str(t) for t in query_input]
     if not targets:
         raise InvalidInputError("query_input is empty: name where the query goes, e.g. 'query'")
@@ -91,12 +94,12 @@ def pipeline_retriever(
         if missing and not warned.is_set():
             warned.set()
             logger.warning(
-                "%d of %d documents retrieved for %.80r have no value for doc_id_field=%r; "
+                "%d of %d documents retrieved for %.80r have no value for doc_id=%s; "
                 "they keep their rank under their Document.id (logged once)",
                 missing,
                 len(ids),
                 query,
-                field,
+                describe_doc_id(field),
             )
         return ids if limit is None else ids[:limit]
 

@@ -2,7 +2,9 @@
 
 >>> from ragmeter_langchain import RagmeterCallbackHandler
 >>> handler = RagmeterCallbackHandler()
->>> # chain.invoke(question, config={"callbacks": [handler], "metadata": {"ragmeter_id": qid}})
+>>> # with handler.capture(id=qid, relevance=qrels[qid]):
+>>> #     chain.invoke(question)
+>>> # report = handler.run_dataset(chain, queries, qrels=qrels)
 >>> handler.samples
 []
 """

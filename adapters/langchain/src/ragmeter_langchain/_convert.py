@@ -14,18 +14,23 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langchain_core.prompt_values import ChatPromptValue, PromptValue
 
-from ragmeter.capture import content_doc_id
+from ragmeter.capture import content_doc_id, deprecated_option
 from ragmeter.errors import InvalidInputError
 
 __all__ = [
     "DEFAULT_ID_KEY",
     "INPUT_KEYS",
     "OUTPUT_KEYS",
+    "UNSET_KEY",
+    "DocId",
     "DocIdFn",
+    "DocIdRule",
     "TextFn",
     "answer_of",
+    "doc_id_rule",
     "doc_ids_and_texts",
     "document_id",
+    "fallback_note",
     "llm_text_and_usage",
     "question_of",
     "text_of",
@@ -37,11 +42,17 @@ INPUT_KEYS: tuple[str, ...] = ("question", "input", "query")
 OUTPUT_KEYS: tuple[str, ...] = ("answer", "output", "result", "response", "text")
 """Keys tried, in order, when a chain's output is a dict and no ``output_key`` was given."""
 
+UNSET_KEY: Any = object()
+"""The default of the deprecated ``id_key=`` arguments (not given)."""
+
 DEFAULT_ID_KEY = "doc_id"
-"""The ``Document.metadata`` key read for a doc id when ``Document.id`` is not set."""
+"""The ``Document.metadata`` key the default rule reads when ``Document.id`` is not set."""
 
 DocIdFn = Callable[[Any], "str | None"]
 TextFn = Callable[[Any], "str | None"]
+DocId = str | DocIdFn | None
+"""The ``doc_id=`` option: ``None`` (the default rule), ``"id"``, ``"content"``,
+``"metadata.<key>"`` or a function ``Document -> id``."""
 
 
 def text_of(value: Any) -> str | None:
@@ -123,72 +134,184 @@ def answer_of(value: Any, key: str | TextFn | None) -> str | None:
     return _read(value, key, OUTPUT_KEYS, "output")
 
 
-def document_id(doc: Any, id_key: str | None = DEFAULT_ID_KEY) -> str:
-    """A retrieved document's id: ``Document.id``, else ``metadata[id_key]``, else a content hash.
+class DocIdRule:
+    """How a retrieved ``Document`` is named: the ``doc_id=`` option, checked once.
+
+    ===================  ================================================================
+    ``None`` (default)   ``Document.id``, else ``metadata["doc_id"]``, else a content hash
+    ``"id"``             ``Document.id``, else a content hash
+    ``"content"``        a content hash (:func:`ragmeter.capture.content_doc_id`)
+    ``"metadata.<key>"`` ``metadata[<key>]``, else (noted) ``Document.id``, else a hash
+    a function           ``fn(doc)``; ``None`` or a raise (noted) falls back to the default
+    ===================  ================================================================
+
+    A document is never dropped for want of an id. :meth:`ids_and_texts` is the capture hot
+    path: it returns ``None`` where the id is the content hash (hashed when read).
+
+    >>> rule = DocIdRule("metadata.src")
+    >>> rule.ids_and_texts([Document("a", metadata={"src": "s1"}), Document("b", id="d2")])
+    (['s1', 'd2'], ['a', 'b'], 1, None)
+    """
+
+    __slots__ = ("fn", "key", "mode", "spec")
+
+    def __init__(self, doc_id: DocId = None, *, id_key: str | None = DEFAULT_ID_KEY) -> None:
+        self.spec = doc_id
+        self.fn: DocIdFn | None = None
+        self.key: str | None = id_key
+        if doc_id is None:
+            self.mode = "default" if id_key is not None else "id"
+        elif callable(doc_id):
+            self.mode, self.fn = "function", doc_id
+        elif doc_id in ("id", "content"):
+            self.mode, self.key = doc_id, None
+        elif isinstance(doc_id, str) and doc_id.startswith("metadata.") and len(doc_id) > 9:
+            self.mode, self.key = "metadata", doc_id[9:]
+        else:
+            raise InvalidInputError(
+                "doc_id must be None (Document.id, else metadata['doc_id'], else a content "
+                "hash), 'id', 'content', 'metadata.<key>' (e.g. 'metadata.source') or a "
+                f"function Document -> id, got {doc_id!r}"
+            )
+
+    def describe(self) -> str:
+        """The rule in words, for hints and messages."""
+        if self.mode == "function":
+            return f"your doc_id= function {getattr(self.fn, '__name__', '')!s} decides each id"
+        if self.mode == "metadata":
+            return f"ids are metadata[{self.key!r}], else Document.id, else a content hash"
+        if self.mode == "content":
+            return "ids are content hashes ('sha256:...')"
+        key = "" if self.key is None else f"metadata[{self.key!r}], else "
+        return f"ids are Document.id, else {key}a content hash ('sha256:...')"
+
+    def one(self, doc: Any) -> str:
+        """The id of one document (content hash included)."""
+        ids, texts, _, _ = self.ids_and_texts([doc])
+        doc_id = ids[0]
+        return content_doc_id(texts[0]) if doc_id is None else doc_id
+
+    def ids_and_texts(
+        self, documents: Sequence[Any]
+    ) -> tuple[list[str | None], list[str], int, BaseException | None]:
+        """``(ids, texts, missing, error)`` of retrieved documents, in rank order.
+
+        An id is ``None`` where it is the content hash of the text; ``missing`` counts
+        documents without the ``metadata.<key>`` (or a ``doc_id`` function that raised),
+        ``error`` is the first exception the function raised.
+        """
+        mode, key = self.mode, self.key
+        ids: list[str | None] = []
+        texts: list[str] = []
+        missing = 0
+        error: BaseException | None = None
+        for doc in documents:
+            text = getattr(doc, "page_content", None)
+            if type(text) is not str:
+                text = str(doc) if text is None else str(text)
+            texts.append(text)
+            found: Any = None
+            if mode == "function":
+                try:
+                    found = self.fn(doc)  # type: ignore[misc]
+                except Exception as exc:
+                    missing += 1
+                    error = error or exc
+                if found is None or found == "":
+                    found = _default_id(doc, DEFAULT_ID_KEY)
+            elif mode == "metadata":
+                meta = getattr(doc, "metadata", None)
+                found = meta.get(key) if isinstance(meta, Mapping) else None
+                if found is None or found == "":
+                    missing += 1
+                    found = _default_id(doc, None)
+            elif mode != "content":
+                found = _default_id(doc, key)
+            ids.append(None if found is None or found == "" else str(found))
+        return ids, texts, missing, error
+
+
+def _default_id(doc: Any, key: str | None) -> Any:
+    found = getattr(doc, "id", None)
+    if (found is None or found == "") and key is not None:
+        meta = getattr(doc, "metadata", None)
+        if isinstance(meta, Mapping):
+            found = meta.get(key)
+    return None if found == "" else found
+
+
+def document_id(doc: Any, doc_id: DocId = None, *, id_key: Any = UNSET_KEY) -> str:
+    """A retrieved document's id by the ``doc_id=`` rule (see :class:`DocIdRule`).
 
     Never ``None``: a document without an id gets :func:`ragmeter.capture.content_doc_id`
     of its text, so it is scored (and joins to qrels keyed by that hash) instead of being
-    dropped.
+    dropped. ``id_key=`` (the metadata key of the default rule) is deprecated.
 
     >>> from langchain_core.documents import Document
     >>> document_id(Document("text", id="d1", metadata={"doc_id": "x"}))
     'd1'
     >>> document_id(Document("text", metadata={"doc_id": 7}))
     '7'
+    >>> document_id(Document("text", id="d1", metadata={"src": "s"}), "metadata.src")
+    's'
     >>> document_id(Document("Paris is the capital of France."))
     'sha256:557be7eca214f188'
     """
-    doc_id = getattr(doc, "id", None)
-    if doc_id is not None and doc_id != "":
-        return str(doc_id)
-    if id_key is not None:
-        meta = getattr(doc, "metadata", None)
-        if isinstance(meta, Mapping):
-            value = meta.get(id_key)
-            if value is not None and value != "":
-                return str(value)
-    return content_doc_id(_doc_text(doc))
+    return doc_id_rule(doc_id, id_key, owner="document_id", stacklevel=4).one(doc)
 
 
-def _doc_text(doc: Any) -> str:
-    text = getattr(doc, "page_content", None)
-    return text if isinstance(text, str) else str(doc)
+def doc_id_rule(doc_id: DocId, id_key: Any, *, owner: str, stacklevel: int = 4) -> DocIdRule:
+    """The rule for ``doc_id=``, taking the deprecated ``id_key=`` into account."""
+    if id_key is UNSET_KEY:
+        return DocIdRule(doc_id)
+    deprecated_option(owner, "id_key", "doc_id", stacklevel=stacklevel)
+    if doc_id is not None:
+        raise InvalidInputError(
+            f"{owner}: pass doc_id= alone; id_key= is its deprecated older form "
+            f"(id_key={id_key!r} is doc_id=None reading metadata[{id_key!r}])"
+        )
+    if id_key is not None and not isinstance(id_key, str):
+        raise InvalidInputError(f"id_key must be a metadata key (str) or None, got {id_key!r}")
+    return DocIdRule(None, id_key=id_key)
 
 
 def doc_ids_and_texts(
     documents: Sequence[Any],
     *,
-    id_key: str | None = DEFAULT_ID_KEY,
-    doc_id: DocIdFn | None = None,
+    doc_id: DocId = None,
     errors: list[str] | None = None,
+    rule: DocIdRule | None = None,
 ) -> tuple[list[str], list[str]]:
     """Ids and texts of retrieved documents, in rank order, one pair per document.
 
-    ``doc_id(doc)``, when given, decides the id; if it returns ``None`` or raises, the
-    default rule (:func:`document_id`) decides instead, and a raise is noted in
-    ``errors`` (one note per call, however many documents failed).
+    Ids follow ``rule`` (else ``DocIdRule(doc_id)``), content hashes filled in. Documents
+    that fell back (no ``metadata.<key>``, a ``doc_id`` function returning ``None`` or
+    raising) are noted in ``errors`` (one note per call).
     """
-    ids: list[str] = []
-    texts: list[str] = []
-    failed = 0
-    first: BaseException | None = None
-    for doc in documents:
-        the_id: str | None = None
-        if doc_id is not None:
-            try:
-                value = doc_id(doc)
-                the_id = None if value is None else str(value)
-            except Exception as exc:
-                failed += 1
-                first = first or exc
-        ids.append(the_id if the_id is not None else document_id(doc, id_key))
-        texts.append(_doc_text(doc))
-    if failed and errors is not None:
-        errors.append(
-            f"doc_id raised {type(first).__name__}: {first} on {failed} of {len(ids)} "
+    rule = rule if rule is not None else DocIdRule(doc_id)
+    ids, texts, missing, error = rule.ids_and_texts(documents)
+    if errors is not None:
+        note = fallback_note(rule, missing, len(ids), error)
+        if note is not None:
+            errors.append(note)
+    return [content_doc_id(t) if d is None else d for d, t in zip(ids, texts, strict=True)], texts
+
+
+def fallback_note(
+    rule: DocIdRule, missing: int, total: int, error: BaseException | None
+) -> str | None:
+    """The capture note for documents whose id fell back, or ``None``."""
+    if error is not None:
+        return (
+            f"doc_id raised {type(error).__name__}: {error} on {missing} of {total} "
             "document(s); their ids fell back to Document.id / metadata / content hash"
         )
-    return ids, texts
+    if missing and rule.mode == "metadata":
+        return (
+            f"{missing} of {total} retrieved document(s) had no metadata[{rule.key!r}] "
+            "(doc_id); their Document.id (else a content hash) was used instead"
+        )
+    return None
 
 
 def _usage_from_mapping(usage: Any) -> tuple[int | None, int | None]:

@@ -1,73 +1,98 @@
 """``RagmeterCallbackHandler``: one :class:`~ragmeter.schema.RagSample` per root run.
 
 The handler is the LangChain-facing shell: it checks its options, hands every callback
-event to :class:`~ragmeter_langchain._runs.Runs` (which keeps the run tree and builds the
-samples) and exposes the captured data with the surface every ragmeter adapter shares.
+event to :class:`~ragmeter_langchain._runs.Runs` (which keeps the run tree and the run
+records) and gets the captured-data surface every adapter shares from
+:class:`ragmeter.capture.StoreFront`. ``handler.capture(...)`` also makes LangChain attach
+the handler to every run inside the block (a configure hook, as ``collect_runs()`` does).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks.base import BaseCallbackManager
+from langchain_core.tracers.context import register_configure_hook
 
-from ragmeter.capture import FailedQueries, Hints, SampleStore, check_retrieval
+from ragmeter.capture import (
+    CaptureConfig,
+    DatasetReport,
+    FailedQueries,
+    Hints,
+    ProblemLog,
+    Record,
+    SampleStore,
+    Scope,
+    StoreFront,
+    check_record,
+    check_retrieval,
+)
+from ragmeter.capture import Dataset as _Dataset
 from ragmeter.errors import InvalidInputError
-from ragmeter.evaluation.retrieval import MissingQueries
-from ragmeter.report import RagEvalReport, RetrievalEvalReport
-from ragmeter.schema import RagSample
-from ragmeter_langchain._convert import DEFAULT_ID_KEY, DocIdFn, TextFn
+from ragmeter_langchain._convert import UNSET_KEY, DocId, DocIdRule, TextFn, doc_id_rule
 from ragmeter_langchain._runs import FRAMEWORK, UNSET, Options, ResponseFrom, Retrieval, Runs
 
 __all__ = ["RagmeterCallbackHandler"]
 
+logger = logging.getLogger("ragmeter_langchain")
+logger.addHandler(logging.NullHandler())
+
 _RESPONSE_FROM = ("llm", "output")
 
 SAMPLE_ID_HINT = (
-    "LangChain: pass each run's query id in its config, config={'metadata': {'ragmeter_id': "
-    "qid}} (for batch, a list of configs, one per input); without it a sample's id is the "
-    "run's run_id."
+    "LangChain: run each query inside `with handler.capture(id=qid):` (or pass "
+    "config={'metadata': {'ragmeter_id': qid}}; for batch, a list of configs, one per "
+    "input); without it a sample's id is the run's run_id."
 )
 
+_ACTIVE: ContextVar[RagmeterCallbackHandler | None] = ContextVar(
+    "ragmeter_langchain_active_handler", default=None
+)
+register_configure_hook(_ACTIVE, inheritable=True)  # LangChain adds it to runs in capture()
 
-def doc_id_hint(options: Options) -> str:
-    """How a LangChain user makes retrieved ids the qrels' doc ids, given the current options."""
-    if options.doc_id is not None:
-        now = "your doc_id= function decides each id"
-    else:
-        key = "" if options.id_key is None else f"metadata[{options.id_key!r}], else "
-        now = f"ids are Document.id, else {key}a content hash ('sha256:...')"
+
+def doc_id_hint(rule: DocIdRule) -> str:
+    """How a LangChain user makes retrieved ids the qrels' doc ids, given the current rule."""
     return (
-        f"LangChain: {now}. Pass RagmeterCallbackHandler(doc_id=lambda doc: "
-        "doc.metadata['<your id key>']) or id_key='<metadata key>', or give the documents "
-        "the qrels' ids (vector stores: add_documents(docs, ids=[...]))."
+        f"LangChain: {rule.describe()}. Pass RagmeterCallbackHandler(doc_id="
+        "'metadata.<your id key>') or doc_id=lambda doc: ..., or give the documents the "
+        "qrels' ids (vector stores: add_documents(docs, ids=[...]))."
     )
 
 
-class RagmeterCallbackHandler(BaseCallbackHandler):
+class RagmeterCallbackHandler(StoreFront, BaseCallbackHandler):
     """Capture every root run of a LangChain runnable as a :class:`~ragmeter.schema.RagSample`.
 
-    Attach it per call: ``chain.invoke(q, config={"callbacks": [handler]})``. Each root run
-    (an ``invoke``, each input of a ``batch``, an ``ainvoke``, an ``astream``) becomes one
-    sample, appended to :attr:`samples` when the run ends (completion order):
+    Scope it: ``with handler.capture(id=qid, relevance=qrels[qid]): chain.invoke(q)`` --
+    LangChain then attaches the handler to every run inside the block (threads and asyncio
+    tasks see their own scope), and each root run gets that sample id and ground truth. Or
+    attach it per call, ``chain.invoke(q, config={"callbacks": [handler]})``, with the id in
+    ``config["metadata"]["ragmeter_id"]``. ``handler.run_dataset(chain, queries, qrels=...)``
+    runs a whole dataset with bounded concurrency and a progress bar and returns the report.
 
-    * ``id``: ``config["metadata"]["ragmeter_id"]`` when given (so samples join to qrels),
-      else the root run's LangChain ``run_id`` (so a sample joins to its trace). The other
-      ``ragmeter_*`` metadata keys of :mod:`ragmeter.capture` set ``reference``,
+    Each root run (an ``invoke``, each input of a ``batch``, an ``ainvoke``, an
+    ``astream``) becomes one sample, stored when the run ends (completion order):
+
+    * ``id``: ``config["metadata"]["ragmeter_id"]``, else the scope's id, else the root run's
+      LangChain ``run_id`` (so a sample joins to its trace). The other ``ragmeter_*``
+      metadata keys of :mod:`ragmeter.capture` (or the scope) set ``reference``,
       ``references``, ``reference_ids`` and ``relevance``.
     * ``user_input``: the root input (``input_key`` rule, see below).
     * ``retrieved_ids`` / ``retrieved_contexts``: the documents of the *outermost* retriever
       call (one not nested in another retriever), the last one to finish when it ran several
       times (``retrieval="first"`` takes the first, ``"merge"`` joins them all);
-      ``retriever_name`` picks calls of one named retriever instead, at any depth. Ids:
-      ``doc_id(doc)`` if given, else ``Document.id``, else ``metadata[id_key]``, else a
-      content hash (:func:`ragmeter.capture.content_doc_id`); a document is never dropped.
-      ``retrieved_ids`` lists each id once, at its best rank (a ranking repeats no document;
-      chunks of one source collapse), ``retrieved_contexts`` every distinct text in rank
-      order. Every retriever call (name, query, depth, raw ids, latency, error) is kept in
+      ``retriever_name`` picks calls of one named retriever instead, at any depth. Ids by
+      ``doc_id`` (:class:`~ragmeter_langchain._convert.DocIdRule`): ``None`` (default)
+      ``Document.id``, else ``metadata["doc_id"]``, else a content hash; ``"id"``,
+      ``"content"``, ``"metadata.<key>"`` or a function; a document is never dropped.
+      ``retrieved_ids`` lists each id once, at its best rank (chunks of one source
+      collapse), ``retrieved_contexts`` every distinct text in rank order. Every retriever
+      call (name, query, depth, raw ids, latency, error) is kept in
       ``metadata["retriever_calls"]``, with ``used`` marking the one(s) chosen. When the
       candidates ran concurrently (``RunnableParallel``, ``asyncio.gather``), which one is
       "last" or "first" depends on thread timing: ``capture_errors`` says so, and
@@ -82,18 +107,23 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
       went wrong (say a ``ragmeter_relevance`` that does not validate: it is left out, the
       rest of the sample kept), ``capture_errors``.
 
-    ``input_key`` / ``output_key``: ``None`` reads a plain string or message, or a dict's
+    ``record="tagged"`` records only root runs that carry a sample id (a scope's or
+    ``ragmeter_id``); ``"all"`` (default) records every root run. ``input_key`` /
+    ``output_key``: ``None`` reads a plain string or message, or a dict's
     ``question``/``input``/``query`` (output: ``answer``/``output``/``result``/``response``/
     ``text``) key; a string reads that key; a callable gets the whole value.
 
-    The handler never raises into the chain: a failure while capturing is recorded in the
-    sample's ``metadata["capture_errors"]`` and logged once per kind. It does not read
-    streamed tokens. State is guarded by a lock (LangChain calls handlers from worker
-    threads); ``max_samples`` bounds the stored samples, ``max_open_runs`` the runs in
-    flight (the oldest open run is dropped past it, see :attr:`dropped_runs`).
+    While the chain runs the handler only keeps references (about a microsecond per event);
+    content hashes, JSON-safe metadata and validation happen when a sample is first read.
+    It never raises into the chain: a capture problem is recorded in the sample's
+    ``metadata["capture_errors"]`` and logged once per kind. It does not read streamed
+    tokens. State is guarded by a lock (LangChain calls handlers from worker threads);
+    ``max_samples`` bounds the stored samples, ``max_open_runs`` the runs in flight (the
+    oldest open run is dropped past it, see :attr:`dropped_runs`). ``id_key=`` (the
+    metadata key of the default id rule) is a deprecated form of ``doc_id``.
 
-    Raises :class:`~ragmeter.errors.InvalidInputError` for an unknown ``retrieval`` or
-    ``response_from`` and a ``max_open_runs`` below 1.
+    Raises :class:`~ragmeter.errors.InvalidInputError` for an unknown ``retrieval``,
+    ``record``, ``response_from`` or ``doc_id``, and a ``max_open_runs`` below 1.
     """
 
     raise_error: bool = False
@@ -107,13 +137,16 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
         response_from: ResponseFrom | None = None,
         retrieval: Retrieval = "last",
         retriever_name: str | None = None,
-        id_key: str | None = DEFAULT_ID_KEY,
-        doc_id: DocIdFn | None = None,
+        doc_id: DocId = None,
+        record: Record = "all",
         max_samples: int | None = None,
         max_open_runs: int = 10_000,
+        id_key: Any = UNSET_KEY,
     ) -> None:
         super().__init__()
         retrieval = check_retrieval(retrieval)
+        record = check_record(record)
+        rule = doc_id_rule(doc_id, id_key, owner="RagmeterCallbackHandler")
         if response_from is not None and response_from not in _RESPONSE_FROM:
             raise InvalidInputError(
                 f"response_from must be 'llm' or 'output' (or None: 'output' when output_key "
@@ -129,15 +162,20 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
             input_key=input_key,
             output_key=output_key,
             response_from=response_from or ("output" if output_key is not None else "llm"),
-            retrieval=retrieval,
-            retriever_name=retriever_name,
-            id_key=id_key,
-            doc_id=doc_id,
+            doc_id=rule,
             max_open_runs=max_open_runs,
         )
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(self.options))
+        self.config = CaptureConfig(
+            FRAMEWORK,
+            ProblemLog(logger, "LangChain"),
+            retrieval=retrieval,
+            retriever_name=retriever_name,
+            name_hint="name a retriever with retriever.with_config(run_name=...)",
+            record=record,
+        )
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule))
         self._store = SampleStore(max_samples=max_samples, hints=hints)
-        self._runs = Runs(self.options, self._store)
+        self._runs = Runs(self.options, self.config, self._store)
 
     # -- the captured data (the surface every ragmeter adapter shares) --------------------
 
@@ -145,14 +183,6 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
     def store(self) -> SampleStore:
         """The :class:`~ragmeter.capture.SampleStore` holding the captured samples."""
         return self._store
-
-    @property
-    def samples(self) -> list[RagSample]:
-        """The captured samples in completion order (a copy)."""
-        return self._store.samples
-
-    def __len__(self) -> int:
-        return len(self._store)
 
     @property
     def open_runs(self) -> int:
@@ -165,50 +195,134 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
         """Root runs dropped without a sample because ``max_open_runs`` were open at once."""
         return self._runs.dropped_runs
 
-    def to_run(self) -> dict[str, list[str]]:
-        """``{sample_id: [doc_id, ...]}`` for :func:`ragmeter.evaluation.retrieval.evaluate_run`."""
-        return self._store.to_run()
+    @property
+    def capture_errors(self) -> int:
+        """How many capture problems were logged (each is noted on its sample too)."""
+        return self.config.problems.count
 
-    def to_qrels(self) -> dict[str, dict[str, float]]:
-        """``{sample_id: {doc_id: grade}}`` from ``ragmeter_relevance`` / ``_reference_ids``."""
-        return self._store.to_qrels()
-
-    def to_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Write the samples as JSONL; returns how many were written."""
-        return self._store.to_jsonl(path)
-
-    def evaluate(self, **kwargs: Any) -> RagEvalReport:
-        """Score the samples with ``ragmeter.evaluate_rag`` (keyword arguments pass through)."""
-        return self._store.evaluate(**kwargs)
-
-    def evaluate_retrieval(
+    def capture(
         self,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        id: str | int | None = None,
         *,
-        only_captured: bool = False,
-        missing_queries: MissingQueries | None = None,
-        failed_queries: FailedQueries = "zero",
-        **kwargs: Any,
-    ) -> RetrievalEvalReport:
-        """Score the captured run with ``evaluate_run`` (``qrels`` default: the samples' own).
+        reference: str | None = None,
+        references: list[str] | None = None,
+        reference_ids: list[str] | None = None,
+        relevance: Mapping[str, float] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Scope:
+        """``with handler.capture(id=qid, relevance=qrels[qid]): chain.invoke(q)``.
 
-        A judged query never captured scores 0 (trec_eval ``-c``) unless
-        ``only_captured=True`` (= ``missing_queries="skip"``); a sample whose run failed
-        before a ranking was captured scores 0 unless ``failed_queries="skip"``, and is
-        listed in ``report.extra["capture"]["failed"]``; a repeated ``ragmeter_id`` is scored
-        as ``"<id>#2"``... See :meth:`ragmeter.capture.SampleStore.evaluate_retrieval`.
+        Every root run started inside the block (in this thread or asyncio task) is
+        captured by this handler, with no ``callbacks`` in its config (LangChain adds the
+        handler, as it does for ``collect_runs()``), and gets this sample id and ground
+        truth (:func:`ragmeter.capture.capture`; a run's own ``ragmeter_*`` metadata wins).
+        Raises :class:`~ragmeter.errors.InvalidInputError` for a bad value.
         """
-        return self._store.evaluate_retrieval(
-            qrels,
-            only_captured=only_captured,
-            missing_queries=missing_queries,
-            failed_queries=failed_queries,
-            **kwargs,
+        return super().capture(
+            id,
+            reference=reference,
+            references=references,
+            reference_ids=reference_ids,
+            relevance=relevance,
+            metadata=metadata,
         )
 
-    def clear(self) -> None:
-        """Forget the captured samples (runs still in flight are kept and finish normally)."""
-        self._store.clear()
+    def _scope_opened(self, scope: Scope) -> None:
+        scope._state = _ACTIVE.set(self)  # LangChain's configure hook adds the handler
+
+    def _scope_closed(self, scope: Scope) -> None:
+        token, scope._state = scope._state, None
+        if token is not None:
+            _ACTIVE.reset(token)
+
+    def run_dataset(
+        self,
+        runnable: Any,
+        dataset: _Dataset,
+        *,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        config: Mapping[str, Any] | None = None,
+        concurrency: int = 4,
+        progress: bool = True,
+        k_values: Iterable[int] | None = None,
+        metrics: Iterable[str] | None = None,
+        answer_metrics: Sequence[Any] | None = None,
+        failed_queries: FailedQueries = "zero",
+    ) -> DatasetReport:
+        """Run ``runnable.invoke(query)`` for every query of ``dataset`` and score the samples.
+
+        ``dataset``: ``{query_id: query}`` (with ``qrels=``), a BEIR directory or a JSONL
+        file of samples (:func:`ragmeter.capture.load_dataset`). Each query runs inside
+        :meth:`capture` with its id and ground truth, ``concurrency`` at a time (threads,
+        each in a copy of your context), with a rich progress bar on stderr
+        (``progress=False`` hides it). ``config`` is passed to every ``invoke`` (this handler
+        is added to its callbacks). A query that raises is recorded and the loop goes on.
+        Returns a :class:`~ragmeter.capture.DatasetReport`: ``retrieval`` (trec_eval's
+        numbers for the dataset's judged queries; ``k_values``/``metrics``/
+        ``failed_queries`` as in :meth:`evaluate_retrieval`), ``answers`` (``evaluate_rag``,
+        when the dataset has reference answers or ``answer_metrics`` are given),
+        ``samples``, ``failed``.
+        """
+        invoke = _method(runnable, "invoke")
+        run_config = self._config(config)
+        return self._run_dataset(
+            lambda query: invoke(query, config=run_config),
+            dataset,
+            qrels=qrels,
+            concurrency=concurrency,
+            progress=progress,
+            k_values=k_values,
+            metrics=metrics,
+            answer_metrics=answer_metrics,
+            failed_queries=failed_queries,
+            description="LangChain",
+        )
+
+    async def arun_dataset(
+        self,
+        runnable: Any,
+        dataset: _Dataset,
+        *,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        config: Mapping[str, Any] | None = None,
+        concurrency: int = 4,
+        progress: bool = True,
+        k_values: Iterable[int] | None = None,
+        metrics: Iterable[str] | None = None,
+        answer_metrics: Sequence[Any] | None = None,
+        failed_queries: FailedQueries = "zero",
+    ) -> DatasetReport:
+        """:meth:`run_dataset` with ``await runnable.ainvoke(query)``, ``concurrency`` tasks
+        at a time."""
+        ainvoke: Callable[..., Awaitable[Any]] = _method(runnable, "ainvoke")
+        run_config = self._config(config)
+        return await self._arun_dataset(
+            lambda query: ainvoke(query, config=run_config),
+            dataset,
+            qrels=qrels,
+            concurrency=concurrency,
+            progress=progress,
+            k_values=k_values,
+            metrics=metrics,
+            answer_metrics=answer_metrics,
+            failed_queries=failed_queries,
+            description="LangChain",
+        )
+
+    def _config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``config`` with this handler among its callbacks."""
+        out = dict(config or {})
+        callbacks = out.get("callbacks")
+        if callbacks is None:
+            out["callbacks"] = [self]
+        elif isinstance(callbacks, BaseCallbackManager):
+            manager = callbacks.copy()
+            if not any(h is self for h in manager.handlers):
+                manager.add_handler(self, inherit=True)
+            out["callbacks"] = manager
+        elif not any(h is self for h in callbacks):
+            out["callbacks"] = [*callbacks, self]
+        return out
 
     # -- LangChain events -------------------------------------------------------------------
 
@@ -353,3 +467,12 @@ class RagmeterCallbackHandler(BaseCallbackHandler):
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised."""
         self._runs.finish(run_id, error=error, kwargs=kwargs)
+
+
+def _method(runnable: Any, name: str) -> Any:
+    method = getattr(runnable, name, None)
+    if not callable(method):
+        raise InvalidInputError(
+            f"run_dataset needs a LangChain runnable with .{name}(), got {type(runnable).__name__}"
+        )
+    return method

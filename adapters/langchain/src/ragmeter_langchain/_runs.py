@@ -1,49 +1,35 @@
-"""The run tree behind ``RagmeterCallbackHandler``: open runs in, one sample per root run out.
+"""The run tree behind ``RagmeterCallbackHandler``: open runs in, one record per root run out.
 
 LangChain reports every run (chain, retriever, chat model, LLM, tool) as start/end/error
 events carrying ``run_id`` and ``parent_run_id``. :class:`Runs` keeps a small node per open
 run, pointing at the record of its *root* run (the run whose parent it has not seen: one
 ``invoke``, one ``batch`` input, one ``ainvoke``/``astream``). When the root run ends, its
-record becomes a sample and every node of that run is dropped, so memory does not grow
-with the number of invocations. Every method is safe to call from several threads.
+record goes to the store as it is (the ``RagSample`` is built when first read) and every
+node of that run is dropped, so memory does not grow with the number of invocations. Every
+method is safe to call from several threads and costs about a microsecond.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
-from ragmeter.capture import (
-    Retrieval,
-    SampleStore,
-    describe,
-    fields_from_metadata,
-    run_metadata,
-    select_calls,
-    validated_sample,
-)
-from ragmeter.schema import RagSample
+from ragmeter.capture import CallRecord, CaptureConfig, Retrieval, SampleStore, describe
 from ragmeter_langchain._convert import (
-    DocIdFn,
+    DocIdRule,
     TextFn,
     answer_of,
-    doc_ids_and_texts,
+    fallback_note,
     llm_text_and_usage,
     question_of,
 )
-from ragmeter_langchain._records import UNSET, Call, Node, Root, ranking, run_name
+from ragmeter_langchain._records import UNSET, LangChainRun, Node, run_name
 
 __all__ = ["FRAMEWORK", "UNSET", "Options", "ResponseFrom", "Retrieval", "Runs"]
-
-logger = logging.getLogger("ragmeter_langchain")
-logger.addHandler(logging.NullHandler())
 
 FRAMEWORK = "langchain"
 """``sample.metadata["framework"]`` (the name ``ragmeter_langchain.judge`` reports too)."""
@@ -63,47 +49,30 @@ class Options:
     input_key: str | TextFn | None
     output_key: str | TextFn | None
     response_from: ResponseFrom
-    retrieval: Retrieval
-    retriever_name: str | None
-    id_key: str | None
-    doc_id: DocIdFn | None
+    doc_id: DocIdRule
     max_open_runs: int
 
 
 class Runs:
-    """Open runs and their roots; finished roots go to ``store`` as samples."""
+    """Open runs and their roots; finished roots go to ``store`` as records."""
 
-    def __init__(self, options: Options, store: SampleStore) -> None:
+    def __init__(self, options: Options, config: CaptureConfig, store: SampleStore) -> None:
         self.options = options
+        self.config = config
         self.store = store
         self.dropped_runs = 0
-        self.lock = threading.RLock()  # LangChain may call handlers from several threads
+        self.lock = threading.Lock()  # LangChain may call handlers from several threads
         self.nodes: dict[int, Node] = {}
-        self.roots: dict[int, Root] = {}
-        self._seq = itertools.count()
-        self._logged: set[str] = set()
+        self.roots: dict[int, LangChainRun] = {}
 
     # -- capture problems -------------------------------------------------------------------
 
-    def note(self, root: Root | None, where: str, message: str) -> None:
+    def note(self, root: LangChainRun | None, where: str, message: str) -> None:
         """Record a capture problem on the sample and log it once per kind."""
         if root is not None:
             with self.lock:
-                root.errors.append(f"{where}: {message}")
-        self._log_once(where, message)
-
-    def _log_once(self, where: str, message: str) -> None:
-        with self.lock:
-            first = where not in self._logged
-            if first:
-                self._logged.add(where)
-        if first:
-            logger.warning(
-                "ragmeter could not capture part of a LangChain run (%s: %s); recorded in the "
-                "sample's metadata['capture_errors']. Logged once.",
-                where,
-                message,
-            )
+                root.note(f"{where}: {message}")
+        self.config.problems(where, message)
 
     def failed(self, event: str, run_id: UUID, exc: BaseException) -> None:
         """A handler method raised: note it on the run's sample, never raise."""
@@ -138,16 +107,20 @@ class Runs:
                 if len(self.roots) >= self.options.max_open_runs:
                     self._evict_oldest()
                     evicted = True
-                root = Root(run_id, run_name(serialized, kwargs), inputs, tags, metadata)
+                root = LangChainRun(
+                    self.config, key, run_name(serialized, kwargs), inputs, tags, metadata
+                )
                 self.roots[key] = root
                 below = 0
             else:
                 root, below, _ = parent
-                root.run_ids.append(key)
+                if root.run_ids is not None:
+                    root.run_ids.append(key)
             call = None
-            if retriever:
-                call = Call(run_name(serialized, kwargs), inputs, below)
-                root.calls.append(call)
+            if retriever and not root.ignored:
+                query = inputs if isinstance(inputs, str) else None
+                call = CallRecord(run_name(serialized, kwargs), query, below)
+                root.add_call(call)
                 below += 1
             self.nodes[key] = (root, below, call)
         if evicted:
@@ -160,44 +133,40 @@ class Runs:
 
     def _evict_oldest(self) -> None:
         oldest = self.roots.pop(next(iter(self.roots)))
-        for rid in oldest.run_ids:
+        for rid in oldest.run_ids or ():
             self.nodes.pop(rid, None)
         self.dropped_runs += 1
 
     def retriever_end(self, run_id: UUID, documents: Sequence[Any]) -> None:
-        """A retriever returned: record its documents' ids and texts in rank order."""
+        """A retriever returned: keep its documents' ids and texts in rank order."""
         node = self.nodes.get(run_id.int)
-        call = node[2] if node is not None else None
-        if node is None or call is None:
+        if node is None or node[2] is None:
             return
-        notes: list[str] = []
-        token = _IN_USER_CODE.set(True)
-        try:
-            ids, texts = doc_ids_and_texts(
-                documents, id_key=self.options.id_key, doc_id=self.options.doc_id, errors=notes
-            )
-        finally:
-            _IN_USER_CODE.reset(token)
-        with self.lock:
-            call.ids, call.texts = ids, texts
-            call.end = time.perf_counter()
-            call.seq = next(self._seq)
-        for note in notes:
-            self.note(node[0], "doc_id", note)
+        rule = self.options.doc_id
+        if rule.mode == "function":
+            token = _IN_USER_CODE.set(True)
+            try:
+                ids, texts, missing, error = rule.ids_and_texts(documents)
+            finally:
+                _IN_USER_CODE.reset(token)
+        else:
+            ids, texts, missing, error = rule.ids_and_texts(documents)
+        node[2].done(ids, texts)
+        if missing:
+            note = fallback_note(rule, missing, len(ids), error)
+            if note is not None:
+                self.note(node[0], "doc_id", note)
 
     def retriever_error(self, run_id: UUID, error: BaseException) -> None:
         """A retriever raised: keep the failed call for drill-down."""
         node = self.nodes.get(run_id.int)
         if node is not None and node[2] is not None:
-            call = node[2]
-            with self.lock:
-                call.error = describe(error)
-                call.end = time.perf_counter()
+            node[2].failed(error)
 
     def llm_end(self, run_id: UUID, response: Any) -> None:
         """A model call ended: its text becomes the candidate response; usage is summed."""
         node = self.nodes.get(run_id.int)
-        if node is None:
+        if node is None or node[0].ignored:
             return
         text, inp, out = llm_text_and_usage(response)
         with self.lock:
@@ -205,10 +174,7 @@ class Runs:
             root.llm_calls += 1
             if text is not None:
                 root.llm_text = text
-            if inp is not None:
-                root.input_tokens = (root.input_tokens or 0) + inp
-            if out is not None:
-                root.output_tokens = (root.output_tokens or 0) + out
+            root.add_tokens(inp, out)
 
     def finish(
         self,
@@ -218,95 +184,51 @@ class Runs:
         error: BaseException | None = None,
         kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        """If ``run_id`` is a root run, turn its record into a sample and drop its nodes."""
+        """If ``run_id`` is a root run, store its record and drop its nodes."""
+        key = run_id.int
+        if key not in self.roots:  # most runs are not roots: no lock for them
+            return
         try:
             with self.lock:
-                root = self.roots.pop(run_id.int, None)
+                root = self.roots.pop(key, None)
                 if root is None:
                     return
-                for rid in root.run_ids:
+                for rid in root.run_ids or ():
                     self.nodes.pop(rid, None)
-            elapsed_ms = (time.perf_counter() - root.start) * 1000.0
+                root.run_ids = None
+            if root.ignored:
+                return
+            root.finish(error)
             if kwargs and "inputs" in kwargs:  # streamed runs report their input at the end
                 root.inputs = kwargs["inputs"]
-            root.output = output
-            token = _IN_USER_CODE.set(True)
-            try:
-                sample = self._build(root, elapsed_ms, error)
-            except Exception as exc:
-                self.note(root, "sample", describe(exc))
-                fallback = {
-                    "id": str(root.run_id),
-                    "error": None if error is None else describe(error),
-                    "metadata": {"framework": FRAMEWORK, "run_id": str(root.run_id)},
-                }
-                sample = validated_sample(fallback, root.errors)
-            finally:
-                _IN_USER_CODE.reset(token)
-            self.store.add(sample)
+            self._texts(root, output)
+            self.store.add(root)
         except Exception as exc:  # pragma: no cover - last line of defence
             self.note(None, "finish", describe(exc))
 
-    # -- sample building --------------------------------------------------------------------
-
-    def _select(self, root: Root) -> list[Call]:
+    def _texts(self, root: LangChainRun, output: Any) -> None:
+        """The question and answer as text (user functions run here, not captured)."""
         options = self.options
-        chosen, notes = select_calls(
-            root.calls,
-            options.retrieval,
-            options.retriever_name,
-            name_hint="name a retriever with retriever.with_config(run_name=...)",
-        )
-        for where, message in notes:
-            self.note(root, where, message)
-        return chosen
-
-    def _build(self, root: Root, elapsed_ms: float, error: BaseException | None) -> RagSample:
-        options = self.options
-        user_input = None
+        inputs, root.inputs = root.inputs, None
+        token = _IN_USER_CODE.set(True)
         try:
-            user_input = question_of(root.inputs, options.input_key)
-        except Exception as exc:
-            self.note(root, "input_key", describe(exc))
-        response = root.llm_text if options.response_from == "llm" else None
-        if response is None and root.output is not UNSET:
-            try:
-                response = answer_of(root.output, options.output_key)
-            except Exception as exc:
-                self.note(root, "output_key", describe(exc))
-        used = self._select(root)
-        ids, texts = ranking(used) if used else (None, None)
-        sample_id = str(root.run_id)
-        metadata: dict[str, Any] = {
-            "framework": FRAMEWORK,
-            "run_id": sample_id,
-            "run_name": root.name,
-        }
-        if root.tags:
-            metadata["tags"] = [str(t) for t in root.tags]
-        extra = run_metadata(root.metadata)
-        if extra:
-            metadata["run_metadata"] = extra
-        if root.calls:
-            used_ids = {id(c) for c in used}
-            metadata["retriever_calls"] = [c.to_dict(id(c) in used_ids) for c in root.calls]
-        if root.llm_calls:
-            metadata["llm_calls"] = root.llm_calls
-        fields: dict[str, Any] = {
-            "id": sample_id,
-            "user_input": user_input,
-            "response": response,
-            "retrieved_contexts": texts,
-            "retrieved_ids": ids,
-            "latency_ms": elapsed_ms,
-            "input_tokens": root.input_tokens,
-            "output_tokens": root.output_tokens,
-            "error": None if error is None else describe(error),
-            **fields_from_metadata(root.metadata),
-            "metadata": metadata,
-        }
-        noted = len(root.errors)
-        sample = validated_sample(fields, root.errors)
-        if len(root.errors) > noted:  # a field did not validate and was left out
-            self._log_once("sample", root.errors[-1])
-        return sample
+            if type(inputs) is str and options.input_key is None:
+                root.user_input = inputs
+            else:
+                try:
+                    root.user_input = question_of(inputs, options.input_key)
+                except Exception as exc:
+                    self.note(root, "input_key", describe(exc))
+            response = root.llm_text if options.response_from == "llm" else None
+            if response is None and output is not UNSET:
+                if type(output) is str and options.output_key is None:
+                    response = output
+                else:
+                    try:
+                        response = answer_of(output, options.output_key)
+                    except Exception as exc:
+                        self.note(root, "output_key", describe(exc))
+            root.response = response
+            root.llm_text = None
+        finally:
+            _IN_USER_CODE.reset(token)

@@ -1,7 +1,8 @@
 """ragmeter for LlamaIndex: measure a query engine where it runs.
 
 * :class:`RagmeterEventHandler` -- instrumentation capture: one
-  :class:`~ragmeter.schema.RagSample` per top-level query (``.attach()`` / ``.detach()``).
+  :class:`~ragmeter.schema.RagSample` per top-level query or chat turn
+  (``with handler.capture(id=qid):``, ``.run_dataset(engine, queries)``, ``.attach()``).
 * :class:`RagmeterEvaluator` -- ragmeter's answer metrics as a ``BaseEvaluator``.
 * :class:`RagmeterRetrievalMetric` -- trec_eval-exact retrieval metrics as a
   ``BaseRetrievalMetric`` for ``RetrieverEvaluator``.
@@ -18,7 +19,12 @@ from ragmeter_llamaindex._evaluator import RagmeterEvaluationResult, RagmeterEva
 from ragmeter_llamaindex._handler import RagmeterEventHandler
 from ragmeter_llamaindex._judge import LlamaIndexJudge, judge
 from ragmeter_llamaindex._metrics import RagmeterRetrievalMetric
-from ragmeter_llamaindex._retriever import check_id_field, node_doc_id, query_engine_retriever
+from ragmeter_llamaindex._retriever import (
+    check_doc_id,
+    check_id_field,
+    node_doc_id,
+    query_engine_retriever,
+)
 
 __version__ = "0.1.0"
 
@@ -29,6 +35,7 @@ __all__ = [
     "RagmeterEventHandler",
     "RagmeterRetrievalMetric",
     "__version__",
+    "check_doc_id",
     "check_id_field",
     "judge",
     "node_doc_id",

@@ -1,31 +1,41 @@
 """The capture state of :class:`~ragmeter_llamaindex.RagmeterEventHandler` and its logic.
 
-:class:`Capture` keeps the span tree (``span id -> parent id``) and spots query spans: a
-``query``/``aquery`` call on any ``BaseQueryEngine`` (``CustomQueryEngine`` included, which
-emits no ``QueryStartEvent``). A *top-level query* is one with no enclosing query span
-being captured; every retriever call inside it (``RetrievalStartEvent``/``EndEvent``, also
-those of sub-engines) is kept as one call of its sample, with its own ranking, depth (how
-many retriever calls enclose it) and timing, and
-:func:`ragmeter.capture.select_calls` picks the ranking the sample scores (``retrieval=``,
-``retriever_name=``). Everything is keyed by span id, so concurrent ``aquery`` calls and
-threads never mix their samples; a span's entry is dropped when it closes.
+:class:`Capture` keeps the span tree (``span id -> parent id``) and spots *top-level*
+spans: a ``query``/``aquery`` call on any ``BaseQueryEngine`` (``CustomQueryEngine``
+included, which emits no ``QueryStartEvent``) or a ``chat``/``achat``/``stream_chat``/
+``astream_chat`` call on any ``BaseChatEngine`` (``context``, ``condense_plus_context``...),
+with no enclosing top-level span being captured. Every retriever call inside it
+(``RetrievalStartEvent``/``EndEvent``, sub-engines' too) becomes a
+:class:`~ragmeter.capture.CallRecord` of its :class:`LlamaIndexRun`, with its own ranking,
+depth (how many retriever calls enclose it) and timing; every LLM call's reported token
+usage is added up. The run a span belongs to is found through the context (as LlamaIndex
+finds a span's parent), so concurrent ``aquery`` calls and threads never mix their samples.
+While a query runs only references are kept; the sample is built when first read.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
+import struct
+import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar, Token
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import (
     AsyncStreamingResponse,
-    PydanticResponse,
     Response,
     StreamingResponse,
 )
+from llama_index.core.chat_engine.types import (
+    AgentChatResponse,
+    BaseChatEngine,
+    StreamingAgentChatResponse,
+)
+from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMCompletionEndEvent
 from llama_index.core.instrumentation.events.retrieval import (
     RetrievalEndEvent,
     RetrievalStartEvent,
@@ -33,23 +43,18 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ragmeter.capture import (
-    Hints,
-    Retrieval,
+    CallRecord,
+    CaptureConfig,
+    RunRecord,
     SampleStore,
-    call_record,
     describe,
-    fields_from_metadata,
     jsonable,
-    run_metadata,
-    select_calls,
-    validated_sample,
 )
-from ragmeter.evaluation.retrieval import dedupe_best_rank
 from ragmeter.schema import RagSample
-from ragmeter_llamaindex._retriever import IdField, node_doc_id
+from ragmeter_llamaindex._retriever import DocId, describe_id_field, node_doc_id
 from ragmeter_llamaindex._stream import STREAM_PENDING, tap_stream
 
-__all__ = ["FRAMEWORK", "Capture"]
+__all__ = ["FRAMEWORK", "Capture", "LlamaIndexRun"]
 
 logger = logging.getLogger("ragmeter_llamaindex")
 logger.addHandler(logging.NullHandler())
@@ -58,7 +63,8 @@ FRAMEWORK = "llamaindex"
 """``sample.metadata["framework"]`` (the name ``ragmeter_llamaindex.judge`` reports too)."""
 
 _QUERY_METHODS = frozenset({"query", "aquery"})
-_MAX_DEPTH = 10_000
+_CHAT_METHODS = frozenset({"chat", "achat", "stream_chat", "astream_chat"})
+_WRITE_METHODS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 
 
 def _method_of(span_id: str) -> str:
@@ -68,9 +74,10 @@ def _method_of(span_id: str) -> str:
 
 
 def _class_of(span_id: str) -> str:
-    """``"VectorIndexRetriever"`` from a span id ``"VectorIndexRetriever.retrieve-<uuid4>"``."""
+    """``"VectorIndexRetriever"`` from a span id ``"VectorIndexRetriever.retrieve-<uuid4>"``
+    (interned: every record of a retriever class shares one string)."""
     name = span_id[:-37] if len(span_id) > 37 and span_id[-37] == "-" else span_id
-    return name.rpartition(".")[0] or name
+    return sys.intern(name.rpartition(".")[0] or name)
 
 
 def _query_text(query: Any) -> str | None:
@@ -79,309 +86,409 @@ def _query_text(query: Any) -> str | None:
     return None if query is None else str(query)
 
 
-def _text(scored: NodeWithScore) -> str:
-    text = getattr(scored.node, "text", None)
-    return text if isinstance(text, str) else scored.node.get_content()
+def _text(node: Any) -> str:
+    text = getattr(node, "text", None)
+    return text if type(text) is str else str(node.get_content())
 
 
-class _Call:
-    """One retriever call inside a top-level query (a :class:`ragmeter.capture.CallLike`)."""
-
-    __slots__ = (
-        "depth",
-        "end",
-        "error",
-        "ids",
-        "name",
-        "nodes",
-        "query",
-        "seq",
-        "start",
-        "thread",
-    )
-
-    def __init__(self, name: str, query: str | None, depth: int) -> None:
-        self.name = name
-        self.query = query
-        self.depth = depth
-        self.start = time.perf_counter()
-        self.thread = threading.get_ident()
-        self.end: float | None = None
-        self.seq = -1
-        self.nodes: list[NodeWithScore] | None = None
-        self.ids: list[str] | None = None  # set from ``nodes`` when the sample is built
-        self.error: str | None = None
-
-    def to_dict(self, used: bool) -> dict[str, Any]:
-        return call_record(self, used)
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-class _Pending:
-    """What is known about a top-level query while it runs."""
+def token_usage(response: Any) -> tuple[int | None, int | None]:
+    """``(input, output)`` tokens an LLM response reports, ``None`` where it reports none.
 
-    __slots__ = ("calls", "errors", "query", "start", "tags")
+    Read like LlamaIndex's ``TokenCountingHandler``: ``response.raw["usage"]`` (a dict or
+    an object such as OpenAI's ``CompletionUsage``), else ``additional_kwargs``; OpenAI
+    (``prompt_tokens``/``completion_tokens``) and Anthropic (``input_tokens``/
+    ``output_tokens``) names.
 
-    def __init__(self, query: str | None, tags: dict[str, Any]) -> None:
-        self.query = query
-        self.tags = tags
-        self.start = time.perf_counter()
-        self.calls: list[_Call] = []
-        self.errors: list[str] = []
+    >>> from llama_index.core.llms import CompletionResponse
+    >>> token_usage(CompletionResponse(text="hi", raw={"usage": {"prompt_tokens": 9,
+    ...                                                          "completion_tokens": 2}}))
+    (9, 2)
+    """
+    raw_response = getattr(response, "raw", None)
+    extra = getattr(response, "additional_kwargs", None)
+    if raw_response is None and not extra:
+        return None, None
+    raw = _raw_usage(raw_response)
+    for source in (raw, extra):
+        if source is None:
+            continue
+        get = source.get if isinstance(source, Mapping) else lambda k, s=source: getattr(s, k, None)
+        inp = _int(get("prompt_tokens"))
+        inp = inp if inp is not None else _int(get("input_tokens"))
+        out = _int(get("completion_tokens"))
+        out = out if out is not None else _int(get("output_tokens"))
+        if inp is not None or out is not None:
+            return inp, out
+    return None, None
+
+
+def _raw_usage(raw: Any) -> Any:
+    if raw is None:
+        return None
+    if isinstance(raw, Mapping):
+        return raw.get("usage")
+    return getattr(raw, "usage", None)
+
+
+class LlamaIndexRun(RunRecord):
+    """One top-level query or chat turn (a :class:`~ragmeter.capture.RunRecord`).
+
+    Adds the response's source nodes (``sources``: node ids and texts, what the LLM saw,
+    after any reranking), the stream status and the id rule to the shared record.
+    """
+
+    __slots__ = ("doc_id", "ignored", "last", "sources", "span", "status", "stream_ms")
+
+    def __init__(
+        self, config: CaptureConfig, tags: Mapping[str, Any] | None, doc_id: DocId, span: str
+    ) -> None:
+        super().__init__(config, meta=tags)
+        self.doc_id = doc_id
+        self.span: str | None = span  # the top-level span's id, while it is open
+        self.last: tuple[CallRecord, Sequence[Any]] | None = None  # last call and its nodes
+        # the response's source nodes (ids, texts), or the call whose nodes they are
+        self.sources: tuple[tuple[str, ...], tuple[str, ...]] | CallRecord | None = None
+        self.status: str | None = None
+        self.stream_ms: float | None = None
+        self.ignored = not self.wanted
+
+    def framework_metadata(self) -> dict[str, Any]:
+        return {"doc_id": describe_id_field(self.doc_id).strip("'")}
+
+    def framework_fields(
+        self,
+        fields: dict[str, Any],
+        chosen: Sequence[CallRecord],
+        pairs: Sequence[tuple[str, str]],
+    ) -> None:
+        meta = fields["metadata"]
+        node_ids: list[str] = []
+        scores: list[Any] = []
+        texts: list[str] = []
+        for call in chosen:
+            own_ids, own_scores = _extra(call)
+            node_ids.extend(own_ids if own_ids is not None else call.ids or ())
+            scores.extend(_scores(own_scores))
+            texts.extend(call.texts)
+        meta["node_ids"] = node_ids
+        meta["scores"] = scores
+        sources = self.sources
+        if isinstance(sources, CallRecord):  # the response's sources are that call's nodes
+            own_ids = _extra(sources)[0]
+            sources = (own_ids if own_ids is not None else tuple(sources.ids or ()), sources.texts)
+        if sources is not None:
+            meta["source_node_ids"] = list(sources[0])
+        if self.status is not None:
+            meta["response_status"] = self.status
+        if self.stream_ms is not None:
+            meta["stream_complete_ms"] = self.stream_ms
+        fields["retrieved_texts"] = texts if chosen else None
+        if sources is not None and sources[0]:
+            fields["retrieved_contexts"] = list(sources[1])
+        else:
+            fields["retrieved_contexts"] = texts or None
+
+    def release(self) -> None:
+        super().release()
+        self.sources = None
+
+    def stream_done(self, text: str | None, status: str) -> None:
+        """What became of a streamed answer (the caller read it, or closed it early)."""
+        ms = (time.perf_counter() - self.start) * 1000.0 if text is not None else None
+
+        def raw() -> None:
+            if text is not None:
+                self.response = text
+            self.status = status
+            self.stream_ms = ms
+
+        def built(sample: RagSample) -> None:
+            if text is not None:
+                sample.response = text
+            sample.metadata["response_status"] = status
+            if ms is not None:
+                sample.metadata["stream_complete_ms"] = ms
+
+        self.amend(raw, built)
 
 
 class Capture:
-    """The capture state and logic shared by the event handler and the span tracker."""
+    """The capture state and logic shared by the event handler and the span tracker.
 
-    def __init__(
-        self,
-        id_field: IdField,
-        max_samples: int | None,
-        *,
-        retrieval: Retrieval = "last",
-        retriever_name: str | None = None,
-        hints: Hints | None = None,
-    ) -> None:
-        self.id_field = id_field
-        self.retrieval: Retrieval = retrieval
-        self.retriever_name = retriever_name
-        self.store = SampleStore(max_samples=max_samples, hints=hints)
-        self.lock = threading.RLock()
-        self.parents: dict[str, str | None] = {}
-        self.roots: dict[str, _Pending] = {}
-        self.retrievals: dict[str, _Call] = {}  # open retrieval span -> its call
-        self.errors = 0
-        self.logged = False
-        self._seq = itertools.count()
+    The run a span belongs to is found the way LlamaIndex finds a span's parent: through
+    the context. Entering a top-level span sets this capture's run :class:`ContextVar` (and
+    a retriever call its depth), leaving it resets them; every span, event and LLM call in
+    between, in this thread or task or the ones LlamaIndex starts from it, reads them, so a
+    span inside a captured run costs one context lookup and no bookkeeping.
+    """
+
+    def __init__(self, doc_id: DocId, config: CaptureConfig, store: SampleStore) -> None:
+        self.doc_id = doc_id
+        self.config = config
+        self.store = store
+        self.lock = threading.Lock()
+        self.run: ContextVar[LlamaIndexRun | None] = ContextVar(
+            f"ragmeter_llamaindex_run_{id(self)}", default=None
+        )
+        self.depth: ContextVar[int] = ContextVar(f"ragmeter_llamaindex_depth_{id(self)}", default=0)
+        # open top-level span -> its run; open retrieval span -> its call (with the tokens
+        # that reset the context when the span closes)
+        self.roots: dict[str, tuple[LlamaIndexRun, Token[LlamaIndexRun | None]]] = {}
+        self.retrievals: dict[str, tuple[CallRecord, Token[int]]] = {}
+        self.chat_streams: dict[int, tuple[Any, LlamaIndexRun]] = {}  # id(response) -> run
+
+    @property
+    def errors(self) -> int:
+        """How many capture problems were logged."""
+        return self.config.problems.count
 
     def reset(self) -> None:
         with self.lock:
-            self.parents.clear()
             self.roots.clear()
             self.retrievals.clear()
+            self.chat_streams.clear()
 
-    def root_of(self, span_id: str | None) -> str | None:
-        """The captured query span at or above ``span_id`` (caller holds the lock)."""
-        for _ in range(_MAX_DEPTH):
-            if span_id is None:
-                return None
-            if span_id in self.roots:
-                return span_id
-            span_id = self.parents.get(span_id)
-        return None
+    def failed(self, exc: BaseException | None, run: RunRecord | None, message: str = "") -> None:
+        """Log a capture problem (a warning once per kind, then DEBUG); note it on ``run``."""
+        text = message or (describe(exc) if exc is not None else "?")
+        if run is not None:
+            with self.lock:
+                run.note(text)
+        self.config.problems("capture", text, exc)
 
     # -- span hooks ---------------------------------------------------------------------
 
     def span_enter(
         self, id_: str, bound_args: Any, instance: Any, parent_id: str | None, tags: Any
     ) -> None:
-        try:
+        try:  # called outside captured runs only (the span tracker checks)
+            if isinstance(instance, BaseQueryEngine):
+                if _method_of(id_) not in _QUERY_METHODS:
+                    return
+                argument = "str_or_query_bundle"
+            elif isinstance(instance, BaseChatEngine):
+                if _method_of(id_) not in _CHAT_METHODS:
+                    return
+                argument = "message"
+            else:
+                return
+            run = LlamaIndexRun(self.config, tags, self.doc_id, id_)
+            arguments = getattr(bound_args, "arguments", None) or {}
+            run.user_input = _query_text(arguments.get(argument))
+            token = self.run.set(run)
             with self.lock:
-                self.parents[id_] = parent_id
-                if (
-                    isinstance(instance, BaseQueryEngine)
-                    and _method_of(id_) in _QUERY_METHODS
-                    and self.root_of(parent_id) is None
-                ):
-                    query = getattr(bound_args, "arguments", {}).get("str_or_query_bundle")
-                    self.roots[id_] = _Pending(_query_text(query), dict(tags or {}))
+                self.roots[id_] = (run, token)
         except Exception as exc:
             self.failed(exc, None)
 
-    def span_closed(self, span_id: str, result: Any, err: BaseException | None) -> None:
+    def span_closed(
+        self, span_id: str, instance: Any, result: Any, err: BaseException | None
+    ) -> None:
         try:
-            with self.lock:
-                self.parents.pop(span_id, None)
-                call = self.retrievals.pop(span_id, None)
-                if call is not None and call.nodes is None and err is not None:
-                    call.error = describe(err)
-                    call.end = time.perf_counter()
-                pending = self.roots.pop(span_id, None)
-            if pending is not None:
-                self.finish(pending, result, err)
+            if self.retrievals:
+                call_entry = self.retrievals.pop(span_id, None)  # dict.pop is atomic
+                if call_entry is not None:
+                    call, depth_token = call_entry
+                    _reset(self.depth, depth_token)
+                    if not call.finished and err is not None:
+                        call.failed(err)
+            if self.roots:
+                root_entry = self.roots.pop(span_id, None)
+                if root_entry is not None:  # a top-level span closed
+                    run, run_token = root_entry
+                    _reset(self.run, run_token)
+                    run.span = None  # the id string is not kept with the sample
+                    if not run.ignored:
+                        self.finish(run, result, err)
+            if (  # a chat stream's writer (a thread LlamaIndex may start inside the chat span)
+                self.chat_streams
+                and isinstance(instance, StreamingAgentChatResponse)
+                and _method_of(span_id) in _WRITE_METHODS
+            ):
+                self._stream_written(instance, err)
         except Exception as exc:
             self.failed(exc, None)
 
-    # -- retrieval events ---------------------------------------------------------------
+    def _stream_written(self, response: Any, err: BaseException | None) -> None:
+        """A streamed chat answer was written (its writer thread's span closed)."""
+        with self.lock:
+            waiting = self.chat_streams.pop(id(response), None)
+        if waiting is not None:
+            text = getattr(response, "response", None) if err is None else None
+            waiting[1].stream_done(
+                text if isinstance(text, str) else None,
+                "streamed" if err is None else f"stream failed: {describe(err)}",
+            )
+
+    # -- events -------------------------------------------------------------------------
 
     def retrieval_start(self, event: RetrievalStartEvent) -> None:
         sid = event.span_id
-        if sid is None:
-            return
+        run = self.run.get()
+        if run is None or sid is None or run.ignored:
+            return  # outside any captured run
+        depth = self.depth.get()
+        query = _query_text(getattr(event, "str_or_query_bundle", None))
+        call = CallRecord(_class_of(sid), query, depth)
         with self.lock:
-            span = self.parents.get(sid)
-            depth = 0
-            for _ in range(_MAX_DEPTH):
-                if span is None:
-                    return  # outside any captured query
-                if span in self.retrievals:
-                    depth += 1  # nested in another retriever call (a fusion retriever's member)
-                pending = self.roots.get(span)
-                if pending is not None:
-                    query = _query_text(getattr(event, "str_or_query_bundle", None))
-                    call = _Call(_class_of(sid), query, depth)
-                    pending.calls.append(call)
-                    self.retrievals[sid] = call
-                    return
-                span = self.parents.get(span)
+            run.add_call(call)
+        # retriever calls inside this one (a fusion retriever's members) are one deeper
+        self.retrievals[sid] = (call, self.depth.set(depth + 1))
 
     def retrieval_end(self, event: RetrievalEndEvent) -> None:
-        with self.lock:
-            call = self.retrievals.get(event.span_id or "")
-            if call is not None and call.nodes is None:
-                call.nodes = list(event.nodes)
-                call.end = time.perf_counter()
-                call.seq = next(self._seq)
+        sid = event.span_id or ""
+        entry = self.retrievals.get(sid)
+        if entry is None or entry[0].finished:
+            return
+        call = entry[0]
+        rule = self.doc_id
+        ids: list[str | None] = []
+        node_ids: list[str] = []
+        texts: list[str] = []
+        scores: list[Any] = []
+        missing = 0
+        failure: Exception | None = None
+        for scored in event.nodes:
+            node = scored.node
+            node_id = node.id_
+            node_ids.append(node_id)
+            text = getattr(node, "text", None)
+            texts.append(text if type(text) is str else str(node.get_content()))
+            scores.append(scored.score)
+            if rule == "node_id":
+                ids.append(node_id)
+            elif rule == "content":
+                ids.append(None)  # hashed from the text when the sample is read
+            else:
+                found: str | None = None
+                try:
+                    found = node_doc_id(node, rule)
+                except Exception as exc:
+                    failure = failure or exc
+                if found is None:
+                    missing += 1
+                    found = node_id
+                ids.append(found)
+        packed = _packed(scores)
+        # node ids are the ids unless another rule names the documents: keep them only then
+        extra = packed if rule == "node_id" and type(packed) is bytes else (tuple(node_ids), packed)
+        call.done(ids, texts, unhashed=rule == "content", extra=extra)
+        run = self.run.get()
+        if run is not None:  # until the run ends: are the response's sources these nodes?
+            run.last = (call, event.nodes)
+        if failure is not None or missing:
+            run = self.run.get()
+            if failure is not None:
+                self.failed(failure, run)
+            else:
+                if run is not None:
+                    with self.lock:
+                        run.note(
+                            f"{missing} of {len(ids)} retrieved node(s) had no value for "
+                            f"doc_id={describe_id_field(rule)}; their node_id was used instead"
+                        )
+
+    def llm_end(self, event: LLMChatEndEvent | LLMCompletionEndEvent) -> None:
+        inp, out = token_usage(event.response)
+        if inp is None and out is None:
+            return
+        run = self.run.get()
+        if run is not None and not run.ignored:
+            with self.lock:
+                run.add_tokens(inp, out)
 
     # -- samples ------------------------------------------------------------------------
 
-    def failed(
-        self, exc: BaseException | None, pending: _Pending | None, message: str | None = None
-    ) -> None:
-        """Count and log a capture problem (a warning once, then DEBUG); note it on ``pending``."""
-        message = message if message is not None else describe(exc) if exc else "?"
-        with self.lock:
-            self.errors += 1
-            first = not self.logged
-            self.logged = True
-        if pending is not None:
-            pending.errors.append(message)
-        if first:
-            logger.warning(
-                "ragmeter capture failed (%s); the query is unaffected and the problem is "
-                "noted on the sample. Further capture errors are logged at DEBUG level.",
-                message,
-                exc_info=exc,
-            )
-        else:
-            logger.debug("ragmeter capture failed: %s", message, exc_info=exc)
-
-    def doc_ids(self, pending: _Pending) -> None:
-        """Map each finished call's nodes to ids (``id_field``); note nodes that have none."""
-        missing = total = 0
-        failure: Exception | None = None
-        for call in pending.calls:
-            if call.nodes is None:
-                continue
-            ids: list[str] = []
-            for scored in call.nodes:
-                doc_id: str | None = None
-                try:
-                    doc_id = node_doc_id(scored, self.id_field)
-                except Exception as exc:
-                    failure = failure or exc
-                if doc_id is None:
-                    missing += 1
-                    doc_id = scored.node.node_id
-                ids.append(doc_id)
-            call.ids = ids
-            total += len(ids)
-        if failure is not None:
-            self.failed(failure, pending)
-        elif missing:
-            pending.errors.append(
-                f"{missing} of {total} retrieved node(s) had no value for id_field="
-                f"{self.id_field!r}; their node_id was used instead"
-            )
-
-    def select(self, pending: _Pending) -> list[_Call]:
-        """The calls whose ranking the sample scores; capture notes go on the sample."""
-        chosen, notes = select_calls(
-            pending.calls,
-            self.retrieval,
-            self.retriever_name,
-            name_hint="a LlamaIndex retriever's name is its class name, e.g. "
-            "'VectorIndexRetriever'",
-        )
-        for where, message in notes:
-            self.failed(None, pending, f"{where}: {message}")
-        return chosen
-
-    def finish(self, pending: _Pending, response: Any, err: BaseException | None) -> None:
-        latency_ms = (time.perf_counter() - pending.start) * 1000.0
+    def finish(self, run: LlamaIndexRun, response: Any, err: BaseException | None) -> None:
+        run.finish(err)
+        stream: Any = None
         try:
-            sample, stream = self.build(pending, response, err, latency_ms)
+            if isinstance(response, (StreamingResponse, AsyncStreamingResponse)):
+                stream = response
+                run.status = STREAM_PENDING
+            elif isinstance(response, StreamingAgentChatResponse):
+                run.status = STREAM_PENDING
+                with self.lock:
+                    if response.is_done:  # the writer thread already finished
+                        run.response, run.status = response.response, "streamed"
+                    else:
+                        self.chat_streams[id(response)] = (response, run)
+            elif isinstance(response, (Response, AgentChatResponse)):
+                run.response = response.response
+            elif response is not None:
+                run.response = str(response)
+            sources = getattr(response, "source_nodes", None)
+            last, run.last = run.last, None
+            if sources:
+                if last is not None and _same(sources, last[1]):
+                    run.sources = last[0]  # the usual case: the last call's very nodes
+                else:
+                    run.sources = _sources(run, sources)
         except Exception as exc:
-            self.failed(exc, pending)
-            sample = validated_sample(
-                {
-                    "user_input": pending.query,
-                    "latency_ms": latency_ms,
-                    "error": None if err is None else describe(err),
-                    "metadata": {"framework": FRAMEWORK},
-                },
-                pending.errors,
-            )
-            stream = None
-        self.store.add(sample)
+            self.failed(exc, run)
+        self.store.add(run)
         if stream is not None:
-            start = pending.start
-
-            def done(text: str | None, status: str) -> None:
-                self.set_stream_status(sample, text, status, start if text is not None else None)
-
             try:
-                tap_stream(stream, done)
+                tap_stream(stream, run.stream_done)
             except Exception as exc:
                 self.failed(exc, None)
-                self.set_stream_status(sample, None, f"not captured: {exc}", None)
+                run.stream_done(None, f"not captured: {exc}")
 
-    def build(
-        self, pending: _Pending, response: Any, err: BaseException | None, latency_ms: float
-    ) -> tuple[RagSample, Any]:
-        self.doc_ids(pending)
-        chosen = self.select(pending)
-        nodes = [scored for call in chosen for scored in call.nodes or ()]
-        ids = [doc_id for call in chosen for doc_id in call.ids or ()]
-        texts = [_text(scored) for scored in nodes]
-        meta: dict[str, Any] = {
-            "framework": FRAMEWORK,
-            "id_field": self.id_field if isinstance(self.id_field, str) else repr(self.id_field),
-            "node_ids": [scored.node.node_id for scored in nodes],
-            "scores": [jsonable(scored.score) for scored in nodes],
-        }
-        if pending.calls:
-            used = {id(call) for call in chosen}
-            meta["retriever_calls"] = [c.to_dict(id(c) in used) for c in pending.calls]
-        text: str | None = None
-        stream: Any = None
-        sources = getattr(response, "source_nodes", None) or []
-        if isinstance(response, (StreamingResponse, AsyncStreamingResponse)):
-            stream = response
-            meta["response_status"] = STREAM_PENDING
-        elif isinstance(response, Response):
-            text = response.response
-        elif isinstance(response, PydanticResponse) or response is not None:
-            text = str(response)
-        if sources:
-            meta["source_node_ids"] = [s.node.node_id for s in sources]
-        contexts = [_text(s) for s in sources] if sources else (texts or None)
-        extra = run_metadata(pending.tags)
-        if extra:
-            meta["run_metadata"] = extra
-        fields: dict[str, Any] = {
-            "user_input": pending.query,
-            "response": text,
-            "retrieved_contexts": contexts,
-            "retrieved_ids": dedupe_best_rank(ids) if chosen else None,
-            "retrieved_texts": texts if chosen else None,
-            "latency_ms": latency_ms,
-            "error": None if err is None else describe(err),
-            **fields_from_metadata(pending.tags),
-            "metadata": meta,
-        }
-        noted = len(pending.errors)
-        sample = validated_sample(fields, pending.errors)
-        if len(pending.errors) > noted:  # a tag did not validate and was left out
-            self.failed(None, None, pending.errors[-1])
-        return sample, stream
 
-    def set_stream_status(
-        self, sample: RagSample, text: str | None, status: str, start: float | None
-    ) -> None:
-        """Record what became of a streamed answer on its (already stored) sample."""
-        with self.lock:
-            if text is not None:
-                sample.response = text
-            sample.metadata["response_status"] = status
-            if start is not None:
-                sample.metadata["stream_complete_ms"] = (time.perf_counter() - start) * 1000.0
+def _extra(call: CallRecord) -> tuple[tuple[str, ...] | None, Any]:
+    """``(node_ids or None, packed scores)`` of a call (``None``: the node ids are its ids)."""
+    extra = call.extra
+    if extra is None:
+        return None, ()
+    return (None, extra) if type(extra) is bytes else extra
+
+
+def _reset(var: ContextVar[Any], token: Token[Any]) -> None:
+    """Reset ``var`` (a span closed in another context cannot: there it was never set)."""
+    try:  # noqa: SIM105 - contextlib.suppress costs a context manager per span
+        var.reset(token)
+    except ValueError:
+        pass
+
+
+def _packed(scores: list[Any]) -> Any:
+    """Scores packed as doubles (8 bytes each) when they are all numbers."""
+    try:
+        return struct.pack(f"{len(scores)}d", *scores)
+    except (struct.error, TypeError):  # a node without a score
+        return tuple(scores)
+
+
+def _scores(packed: Any) -> list[Any]:
+    values = struct.unpack(f"{len(packed) // 8}d", packed) if type(packed) is bytes else packed
+    return [jsonable(s) for s in values]
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether two node lists hold the very same objects, in order (both are alive)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _sources(run: LlamaIndexRun, sources: Sequence[NodeWithScore]) -> Any:
+    """The source nodes as (ids, texts), or the retriever call that returned exactly them
+    (the usual case: no postprocessor changed them), which costs no more memory."""
+    for call in reversed(run.calls):
+        if not call.finished or len(call.texts) != len(sources):
+            continue
+        own = _extra(call)[0]
+        ids = own if own is not None else call.ids or ()
+        if all(
+            s.node.id_ == i and _text(s.node) == t
+            for s, i, t in zip(sources, ids, call.texts, strict=True)
+        ):
+            return call
+    return tuple(s.node.id_ for s in sources), tuple(_text(s.node) for s in sources)
+
+
+def scored_nodes(response: Any) -> list[NodeWithScore]:
+    """The response's source nodes (what the LLM saw), or ``[]``."""
+    return list(getattr(response, "source_nodes", None) or [])

@@ -16,6 +16,7 @@ from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 from ragmeter.capture import IdWatch
 from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.schema import RagSample, coerce_sample
+from ragmeter_llamaindex._retriever import DocId, check_doc_id, node_doc_id
 
 __all__ = ["RagmeterEvaluationResult", "RagmeterEvaluator"]
 
@@ -84,6 +85,13 @@ class RagmeterEvaluator(BaseEvaluator):
     lists, e.g. ``runner.aevaluate_responses(queries, responses=responses,
     reference=answers)``.
 
+    ``evaluate_response``/``aevaluate_response`` (what ``BatchEvalRunner.evaluate_queries``
+    calls) read ``retrieved_ids`` from the response's source nodes, in order, by ``doc_id``
+    (``"node_id"``, ``"ref_doc_id"``, ``"metadata.<key>"``, ``"content"`` or a function;
+    each id kept at its best rank) unless you pass ``retrieved_ids=``, so
+    ``runner.evaluate_queries(engine, queries=qs, reference_ids=[[...], ...])`` scores
+    ``"ndcg"`` and the other retrieval metrics.
+
     A metric the inputs do not allow (``token_f1`` without a ``reference``) is ``None`` in
     the result's ``metrics`` with the reason in ``not_computed``; if it is the headline, the
     result has ``invalid_result=True`` and that reason, never a misleading 0. Nothing is
@@ -102,10 +110,12 @@ class RagmeterEvaluator(BaseEvaluator):
         *,
         k: int = 5,
         passing_threshold: float | None = None,
+        doc_id: DocId = "node_id",
     ) -> None:
         self.metrics = _resolve(metrics)
         self.k = check_k(k)
         self.passing_threshold = passing_threshold
+        self.doc_id = check_doc_id(doc_id)
         self._watch = IdWatch(
             IDS_HINT, truth="the reference ids", logger=logging.getLogger("ragmeter_llamaindex")
         )
@@ -138,6 +148,43 @@ class RagmeterEvaluator(BaseEvaluator):
     ) -> RagmeterEvaluationResult:
         """Score one answer (CPU-only and quick, so it runs inline)."""
         return self._score(query, response, contexts, kwargs)
+
+    def evaluate_response(
+        self, query: str | None = None, response: Any = None, **kwargs: Any
+    ) -> RagmeterEvaluationResult:
+        """Score a query engine's ``Response``: its text, its source nodes' texts as contexts
+        and their ids (by ``doc_id``) as ``retrieved_ids``."""
+        text, contexts = self._from_response(response, kwargs)
+        return self._score(query, text, contexts, kwargs)
+
+    async def aevaluate_response(
+        self, query: str | None = None, response: Any = None, **kwargs: Any
+    ) -> RagmeterEvaluationResult:
+        """:meth:`evaluate_response` for ``BatchEvalRunner`` (runs inline)."""
+        text, contexts = self._from_response(response, kwargs)
+        return self._score(query, text, contexts, kwargs)
+
+    def _from_response(
+        self, response: Any, kwargs: dict[str, Any]
+    ) -> tuple[str | None, list[str] | None]:
+        if response is None:
+            return None, None
+        text = getattr(response, "response", None)
+        nodes = list(getattr(response, "source_nodes", None) or [])
+        contexts = [n.node.get_content() for n in nodes]
+        if kwargs.get("retrieved_ids") is None:
+            ids: list[str] = []
+            for rank, scored in enumerate(nodes):
+                found = node_doc_id(scored, self.doc_id)
+                if found is None:
+                    raise InvalidInputError(
+                        f"the source node at rank {rank + 1} (node_id "
+                        f"{scored.node.node_id!r}) has no value for doc_id={self.doc_id!r}; "
+                        "use 'node_id', 'ref_doc_id' or a metadata key every node has"
+                    )
+                ids.append(found)
+            kwargs["retrieved_ids"] = list(dict.fromkeys(ids))
+        return (text if isinstance(text, str) else None), contexts
 
     def _sample(
         self,

@@ -8,8 +8,7 @@ costs microseconds, and the span hooks run a dozen times per query.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from llama_index.core.instrumentation import (  # type: ignore[attr-defined, unused-ignore]
@@ -18,6 +17,7 @@ from llama_index.core.instrumentation import (  # type: ignore[attr-defined, unu
 )
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMCompletionEndEvent
 from llama_index.core.instrumentation.events.retrieval import (
     RetrievalEndEvent,
     RetrievalStartEvent,
@@ -25,28 +25,41 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.instrumentation.span import SimpleSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
-from ragmeter.capture import FailedQueries, Hints, Retrieval, SampleStore, check_retrieval
-from ragmeter.evaluation.retrieval import MissingQueries
-from ragmeter.report import RagEvalReport, RetrievalEvalReport
-from ragmeter.schema import RagSample
-from ragmeter_llamaindex._capture import FRAMEWORK, Capture
-from ragmeter_llamaindex._retriever import IdField, check_id_field, describe_id_field
+from ragmeter.capture import (
+    CaptureConfig,
+    DatasetReport,
+    FailedQueries,
+    Hints,
+    ProblemLog,
+    Record,
+    Retrieval,
+    SampleStore,
+    Scope,
+    StoreFront,
+    check_record,
+    check_retrieval,
+)
+from ragmeter.capture import Dataset as _Dataset
+from ragmeter.errors import InvalidInputError
+from ragmeter_llamaindex._capture import FRAMEWORK, Capture, logger
+from ragmeter_llamaindex._retriever import UNSET, DocId, describe_id_field, doc_id_option
 
 __all__ = ["RagmeterEventHandler"]
 
 SAMPLE_ID_HINT = (
-    "LlamaIndex: run each query inside instrument_tags({'ragmeter_id': qid}) (from "
-    "llama_index.core.instrumentation.dispatcher); without it a sample's id is a new uuid."
+    "LlamaIndex: run each query inside `with handler.capture(id=qid):` (or "
+    "instrument_tags({'ragmeter_id': qid}) from llama_index.core.instrumentation.dispatcher); "
+    "without it a sample's id is a new uuid."
 )
 
 
-def doc_id_hint(id_field: IdField) -> str:
-    """How a LlamaIndex user makes retrieved ids the qrels' doc ids, given ``id_field``."""
+def doc_id_hint(doc_id: DocId) -> str:
+    """How a LlamaIndex user makes retrieved ids the qrels' doc ids, given ``doc_id``."""
     return (
-        f"LlamaIndex: the handler reads each node's id_field={describe_id_field(id_field)} "
+        f"LlamaIndex: the handler reads each node's doc_id={describe_id_field(doc_id)} "
         "('node_id' is a chunk's own id once documents are split); pass "
-        "RagmeterEventHandler(id_field='ref_doc_id') to score the source Document's id, or "
-        "id_field='metadata.<key>' (or a function node -> id)."
+        "RagmeterEventHandler(doc_id='ref_doc_id') to score the source Document's id, or "
+        "doc_id='metadata.<key>' (or a function node -> id)."
     )
 
 
@@ -70,8 +83,10 @@ class _SpanTracker(BaseSpanHandler[SimpleSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Remember the span's parent; a top-level ``query``/``aquery`` starts a sample."""
-        self._core.span_enter(id_, bound_args, instance, parent_id, tags)
+        """A top-level query or chat turn starts a record (a span inside one: nothing)."""
+        core = self._core
+        if core.run.get() is None:
+            core.span_enter(id_, bound_args, instance, parent_id, tags)
 
     def span_exit(
         self,
@@ -81,8 +96,10 @@ class _SpanTracker(BaseSpanHandler[SimpleSpan]):
         result: Any | None = None,
         **kwargs: Any,
     ) -> None:
-        """Forget the span; a captured query's sample is finished with its result."""
-        self._core.span_closed(id_, result, None)
+        """A captured query's record is finished with its result (other spans: nothing)."""
+        core = self._core
+        if id_ in core.retrievals or id_ in core.roots or core.chat_streams:
+            core.span_closed(id_, instance, result, None)
 
     def span_drop(
         self,
@@ -92,8 +109,12 @@ class _SpanTracker(BaseSpanHandler[SimpleSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> None:
-        """Forget the span; a captured query that raised is finished with its error."""
-        self._core.span_closed(id_, None, err if err is not None else RuntimeError("dropped"))
+        """A captured query that raised is finished with its error (other spans: nothing)."""
+        core = self._core
+        if id_ in core.retrievals or id_ in core.roots or core.chat_streams:
+            core.span_closed(
+                id_, instance, None, err if err is not None else RuntimeError("dropped")
+            )
 
     def new_span(self, *args: Any, **kwargs: Any) -> SimpleSpan | None:
         """Not used: the tracker builds no span objects."""
@@ -111,55 +132,70 @@ class _SpanTracker(BaseSpanHandler[SimpleSpan]):
 _ROUTES: dict[type, Callable[[Capture, Any], None]] = {
     RetrievalStartEvent: Capture.retrieval_start,
     RetrievalEndEvent: Capture.retrieval_end,
+    LLMChatEndEvent: Capture.llm_end,
+    LLMCompletionEndEvent: Capture.llm_end,
 }
 
 
-class RagmeterEventHandler(BaseEventHandler):
-    """Records one :class:`~ragmeter.schema.RagSample` per top-level query of any query engine.
+class RagmeterEventHandler(StoreFront, BaseEventHandler):
+    """Records one :class:`~ragmeter.schema.RagSample` per top-level query or chat turn.
 
-    ``handler = RagmeterEventHandler(id_field="ref_doc_id").attach()`` registers it (and its
-    span tracker) on the root instrumentation dispatcher, once however often it is called;
-    ``handler.detach()`` removes it; ``with RagmeterEventHandler() as handler:`` does both.
+    ``with handler.capture(id=qid, relevance=qrels[qid]): engine.query(q)`` attaches the
+    handler (once) and gives the query's sample that id and ground truth (threads and
+    asyncio tasks each see their own scope); ``handler.run_dataset(engine, queries,
+    qrels=...)`` runs a whole dataset with bounded concurrency and a progress bar and returns
+    the report. ``handler.attach()`` registers it (and its span tracker) on the root
+    instrumentation dispatcher, once however often it is called; ``handler.detach()``
+    removes it; ``with RagmeterEventHandler() as handler:`` does both.
 
-    A sample holds the query text (``user_input``), the retriever's nodes in rank order
-    (``retrieved_ids`` mapped by ``id_field`` and de-duplicated to each doc's best rank;
-    ``retrieved_texts`` and ``metadata["node_ids"]``/``["scores"]`` one entry per node),
-    the texts the generator saw (``retrieved_contexts``: the response's source nodes, after
-    any reranking), the answer (``response``), the query's wall-clock ``latency_ms`` and,
-    if the query raised, its ``error``. ``id_field`` is ``"node_id"``, ``"ref_doc_id"`` (the
-    source document of a chunk), ``"metadata.<key>"`` or a function ``node -> id``; a node
-    without a value keeps its node id and the sample notes it in
-    ``metadata["capture_errors"]``.
+    A *top-level* run is a ``query``/``aquery`` of any query engine or a
+    ``chat``/``achat``/``stream_chat``/``astream_chat`` of any chat engine (``context``,
+    ``condense_plus_context``, ``condense_question``...) not inside another one being
+    captured. Its sample holds the query or chat message (``user_input``), the retriever's
+    nodes in rank order (``retrieved_ids`` mapped by ``doc_id`` and de-duplicated to each
+    doc's best rank; ``retrieved_texts`` and ``metadata["node_ids"]``/``["scores"]`` one
+    entry per node), the texts the generator saw (``retrieved_contexts``: the response's
+    source nodes, after any reranking), the answer (``response``), the token usage the LLM
+    calls report (``input_tokens``/``output_tokens``), the wall-clock ``latency_ms`` and,
+    if it raised, its ``error``. ``doc_id`` is ``"node_id"``, ``"ref_doc_id"`` (the source
+    document of a chunk), ``"metadata.<key>"``, ``"content"`` or a function ``node -> id``;
+    a node without a value keeps its node id and the sample notes it in
+    ``metadata["capture_errors"]``. ``id_field=`` is the deprecated name of ``doc_id``.
 
-    Every retriever call inside the query (a sub-question engine makes one per
-    sub-question) is kept in ``metadata["retriever_calls"]`` (``name``: the retriever's
-    class name, ``query``, ``depth``, ``ids``, ``latency_ms``, ``used``), and one ranking is
-    scored, chosen as in the LangChain adapter: ``retrieval="last"`` (the default: the last
-    outermost call to finish), ``"first"`` or ``"merge"`` (all of them, each id at its best
-    rank), or the calls of ``retriever_name``. Calls that ran concurrently (``use_async``)
-    make that pick depend on timing; ``capture_errors`` says so.
+    Every retriever call inside the run (a sub-question engine makes one per sub-question,
+    a router one per chosen engine) is kept in ``metadata["retriever_calls"]`` (``name``:
+    the retriever's class name, ``query``, ``depth``, ``ids``, ``latency_ms``, ``used``),
+    and one ranking is scored, chosen as in the LangChain adapter: ``retrieval="last"``
+    (the default: the last outermost call to finish), ``"first"`` or ``"merge"`` (all of
+    them, each id at its best rank), or the calls of ``retriever_name``. Calls that ran
+    concurrently (``use_async``) make that pick depend on timing; ``capture_errors`` says
+    so.
 
-    Keys set with ``instrument_tags`` around the query fill the sample (see
-    :mod:`ragmeter.capture`): ``{"ragmeter_id": qid}`` makes ``sample.id == qid`` so the
-    run joins qrels; ``ragmeter_reference``, ``ragmeter_reference_ids`` and
-    ``ragmeter_relevance`` fill the ground truth (a value that does not validate is left
-    out and noted). Other tags go, JSON-safe, to ``metadata["run_metadata"]``, as every
-    adapter puts your run metadata; ``metadata["framework"]`` is ``"llamaindex"``.
+    Ids and ground truth: the scope's (``capture(...)``), or ``instrument_tags`` keys
+    around the query (``ragmeter_id``, ``ragmeter_reference``, ``ragmeter_reference_ids``,
+    ``ragmeter_relevance``; they win; a value that does not validate is left out and
+    noted). Other tags go, JSON-safe, to ``metadata["run_metadata"]``;
+    ``metadata["framework"]`` is ``"llamaindex"``. ``record="tagged"`` records only runs
+    that carry a sample id, so queries LlamaIndex runs on its own (``FaithfulnessEvaluator``
+    queries an index of the contexts) add no samples.
 
-    A streaming response is never read by the handler: the sample is stored at once with
-    ``response=None`` and ``metadata["response_status"] == "stream not consumed yet"``, and
-    gets the text when the caller has read the whole stream (``"streamed"``); a stream
-    closed early stays ``None``. Capture problems never reach the query: they are logged
-    once (later ones at DEBUG), counted in ``capture_errors`` and noted on the sample.
+    A streaming response (query or chat) is never read by the handler: the sample is stored
+    at once with ``response=None`` and ``metadata["response_status"] == "stream not consumed
+    yet"``, and gets the text when the stream has been read to the end (``"streamed"``); a
+    stream closed early stays ``None``. While a query runs only references are kept; the
+    sample is built when first read. Capture problems never reach the query: they are
+    logged once per kind (later ones at DEBUG), counted in ``capture_errors`` and noted on
+    the sample.
 
-    Raises :class:`~ragmeter.errors.InvalidInputError` for an invalid ``id_field`` or
-    ``retrieval``.
+    Raises :class:`~ragmeter.errors.InvalidInputError` for an invalid ``doc_id``,
+    ``retrieval`` or ``record``.
     """
 
-    id_field: Any = "node_id"
+    doc_id: Any = "node_id"
     max_samples: int | None = None
     retrieval: str = "last"
     retriever_name: str | None = None
+    record: str = "all"
 
     if TYPE_CHECKING:  # plain instance attributes, not pydantic private ones
         _core: ClassVar[Capture]
@@ -169,24 +205,35 @@ class RagmeterEventHandler(BaseEventHandler):
     def __init__(
         self,
         *,
-        id_field: IdField = "node_id",
+        doc_id: DocId | None = None,
         max_samples: int | None = None,
         retrieval: Retrieval = "last",
         retriever_name: str | None = None,
+        record: Record = "all",
+        id_field: Any = UNSET,
     ) -> None:
-        check_id_field(id_field)
+        rule = doc_id_option(doc_id, id_field, owner="RagmeterEventHandler")
         retrieval = check_retrieval(retrieval)
+        record = check_record(record)
         fields: dict[str, Any] = {
-            "id_field": id_field,
+            "doc_id": rule,
             "max_samples": max_samples,
             "retrieval": retrieval,
             "retriever_name": retriever_name,
+            "record": record,
         }
         super().__init__(**fields)
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(id_field))
-        core = Capture(
-            id_field, max_samples, retrieval=retrieval, retriever_name=retriever_name, hints=hints
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule))
+        config = CaptureConfig(
+            FRAMEWORK,
+            ProblemLog(logger, "LlamaIndex"),
+            retrieval=retrieval,
+            retriever_name=retriever_name,
+            name_hint="a LlamaIndex retriever's name is its class name, e.g. "
+            "'VectorIndexRetriever'",
+            record=record,
         )
+        core = Capture(rule, config, SampleStore(max_samples=max_samples, hints=hints))
         spans = _SpanTracker()
         # plain instance attributes (not pydantic private ones): read on every span
         object.__setattr__(spans, "_core", core)
@@ -198,6 +245,11 @@ class RagmeterEventHandler(BaseEventHandler):
     def class_name(cls) -> str:
         """Class name."""
         return "RagmeterEventHandler"
+
+    @property
+    def id_field(self) -> Any:
+        """The deprecated name of :attr:`doc_id`."""
+        return self.doc_id
 
     # -- registration -------------------------------------------------------------------
 
@@ -215,12 +267,20 @@ class RagmeterEventHandler(BaseEventHandler):
 
     def detach(self) -> None:
         """Unregister from every dispatcher it was attached to; queries in flight are dropped."""
+        self._unregister()
+        self._core.reset()
+
+    def _unregister(self) -> None:
         with self._core.lock:
             for d in self._dispatchers:
                 d.event_handlers = [h for h in d.event_handlers if h is not self]
                 d.span_handlers = [h for h in d.span_handlers if h is not self._spans]
             self._dispatchers.clear()
-        self._core.reset()
+
+    @property
+    def attached(self) -> bool:
+        """Whether the handler is registered on a dispatcher."""
+        return bool(self._dispatchers)
 
     def __enter__(self) -> RagmeterEventHandler:
         return self.attach()
@@ -231,13 +291,8 @@ class RagmeterEventHandler(BaseEventHandler):
     # -- the shared adapter surface -----------------------------------------------------
 
     @property
-    def samples(self) -> list[RagSample]:
-        """The captured samples in completion order (a copy of the list)."""
-        return self._core.store.samples
-
-    @property
     def store(self) -> SampleStore:
-        """The underlying :class:`~ragmeter.capture.SampleStore`."""
+        """The :class:`~ragmeter.capture.SampleStore` holding the captured samples."""
         return self._core.store
 
     @property
@@ -245,53 +300,122 @@ class RagmeterEventHandler(BaseEventHandler):
         """How many capture problems occurred (each is also noted on its sample when it has one)."""
         return self._core.errors
 
-    def __len__(self) -> int:
-        return len(self._core.store)
-
-    def to_run(self) -> dict[str, list[str]]:
-        """``{sample_id: [doc_id, ...]}`` for :func:`ragmeter.evaluate_run`."""
-        return self._core.store.to_run()
-
-    def to_qrels(self) -> dict[str, dict[str, float]]:
-        """``{sample_id: {doc_id: grade}}`` from the ground truth given in tags."""
-        return self._core.store.to_qrels()
-
-    def to_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Write the samples as JSONL; returns how many."""
-        return self._core.store.to_jsonl(path)
-
-    def evaluate(self, **kwargs: Any) -> RagEvalReport:
-        """Score the samples with :func:`ragmeter.evaluate_rag` (keyword arguments pass through)."""
-        return self._core.store.evaluate(**kwargs)
-
-    def evaluate_retrieval(
+    def capture(
         self,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        id: str | int | None = None,
         *,
-        only_captured: bool = False,
-        missing_queries: MissingQueries | None = None,
-        failed_queries: FailedQueries = "zero",
-        **kwargs: Any,
-    ) -> RetrievalEvalReport:
-        """Score the captured run with :func:`ragmeter.evaluate_run` (qrels default: the tags').
+        reference: str | None = None,
+        references: list[str] | None = None,
+        reference_ids: list[str] | None = None,
+        relevance: Mapping[str, float] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Scope:
+        """``with handler.capture(id=qid, relevance=qrels[qid]): engine.query(q)``.
 
-        A judged query never captured scores 0 (trec_eval ``-c``) unless
-        ``only_captured=True`` (= ``missing_queries="skip"``); a query that raised before
-        anything was retrieved scores 0 unless ``failed_queries="skip"``, and is listed in
-        ``report.extra["capture"]["failed"]``; a repeated ``ragmeter_id`` is scored as
-        ``"<id>#2"``... See :meth:`ragmeter.capture.SampleStore.evaluate_retrieval`.
+        Gives every top-level run inside the block (in this thread or asyncio task) this
+        sample id and ground truth (:func:`ragmeter.capture.capture`; ``instrument_tags``
+        keys win). A handler that is not attached is attached while any of its scopes is
+        open. Raises :class:`~ragmeter.errors.InvalidInputError` for a bad value.
         """
-        return self._core.store.evaluate_retrieval(
-            qrels,
-            only_captured=only_captured,
-            missing_queries=missing_queries,
-            failed_queries=failed_queries,
-            **kwargs,
+        return super().capture(
+            id,
+            reference=reference,
+            references=references,
+            reference_ids=reference_ids,
+            relevance=relevance,
+            metadata=metadata,
         )
 
-    def clear(self) -> None:
-        """Forget every captured sample."""
-        self._core.store.clear()
+    def _attached(self) -> bool:
+        return bool(self._dispatchers)
+
+    def _attach_for_scopes(self, on: bool) -> None:
+        if on:
+            self.attach()
+        else:
+            self._unregister()
+
+    def run_dataset(
+        self,
+        engine: Any,
+        dataset: _Dataset,
+        *,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        concurrency: int = 4,
+        progress: bool = True,
+        k_values: Iterable[int] | None = None,
+        metrics: Iterable[str] | None = None,
+        answer_metrics: Sequence[Any] | None = None,
+        failed_queries: FailedQueries = "zero",
+    ) -> DatasetReport:
+        """Run ``engine.query(query)`` (a chat engine: ``engine.chat(query)``) for every query
+        of ``dataset`` and score the samples.
+
+        ``dataset``: ``{query_id: query}`` (with ``qrels=``), a BEIR directory or a JSONL
+        file of samples (:func:`ragmeter.capture.load_dataset`). Each query runs inside
+        :meth:`capture` with its id and ground truth, ``concurrency`` at a time (threads,
+        each in a copy of your context), with a rich progress bar on stderr
+        (``progress=False`` hides it); the handler is attached for the run if it was not. A
+        chat engine keeps its chat history between queries unless you reset it. A query that
+        raises is recorded and the loop goes on. Returns a
+        :class:`~ragmeter.capture.DatasetReport` (``retrieval``, ``answers``, ``samples``,
+        ``failed``; ``k_values``/``metrics``/``failed_queries`` as in
+        :meth:`evaluate_retrieval`).
+        """
+        call = _entry(engine, ("query", "chat"))
+        detach = not self._dispatchers
+        self.attach()
+        try:
+            return self._run_dataset(
+                call,
+                dataset,
+                qrels=qrels,
+                concurrency=concurrency,
+                progress=progress,
+                k_values=k_values,
+                metrics=metrics,
+                answer_metrics=answer_metrics,
+                failed_queries=failed_queries,
+                description="LlamaIndex",
+            )
+        finally:
+            if detach:
+                self.detach()
+
+    async def arun_dataset(
+        self,
+        engine: Any,
+        dataset: _Dataset,
+        *,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        concurrency: int = 4,
+        progress: bool = True,
+        k_values: Iterable[int] | None = None,
+        metrics: Iterable[str] | None = None,
+        answer_metrics: Sequence[Any] | None = None,
+        failed_queries: FailedQueries = "zero",
+    ) -> DatasetReport:
+        """:meth:`run_dataset` with ``await engine.aquery(query)`` (or ``achat``),
+        ``concurrency`` tasks at a time."""
+        call: Callable[[str], Awaitable[Any]] = _entry(engine, ("aquery", "achat"))
+        detach = not self._dispatchers
+        self.attach()
+        try:
+            return await self._arun_dataset(
+                call,
+                dataset,
+                qrels=qrels,
+                concurrency=concurrency,
+                progress=progress,
+                k_values=k_values,
+                metrics=metrics,
+                answer_metrics=answer_metrics,
+                failed_queries=failed_queries,
+                description="LlamaIndex",
+            )
+        finally:
+            if detach:
+                self.detach()
 
     # -- events -------------------------------------------------------------------------
 
@@ -305,3 +429,14 @@ class RagmeterEventHandler(BaseEventHandler):
             route(core, event)
         except Exception as exc:
             core.failed(exc, None)
+
+
+def _entry(engine: Any, names: Sequence[str]) -> Any:
+    for name in names:
+        method = getattr(engine, name, None)
+        if callable(method):
+            return method
+    raise InvalidInputError(
+        f"run_dataset needs a query engine or chat engine (with .{names[0]}() or "
+        f".{names[1]}()), got {type(engine).__name__}"
+    )

@@ -1,16 +1,18 @@
 """Which document a LlamaIndex node is, and a retriever callable for ``evaluate_retrieval``.
 
-An *id field* says what identifies a retrieved node when it is scored:
+The ``doc_id`` option (the name every ragmeter adapter uses; ``id_field`` is its deprecated
+older name) says what identifies a retrieved node when it is scored:
 
 =====================  =========================================================
 ``"node_id"``          the node's own id (a chunk id once documents are split)
 ``"ref_doc_id"``       the id of the source ``Document`` the chunk came from
 ``"metadata.<key>"``   ``node.metadata["<key>"]`` (a dotted path reads nested dicts)
+``"content"``          a hash of the node's text (:func:`ragmeter.capture.content_doc_id`)
 a function             ``fn(node) -> str | None``
 =====================  =========================================================
 
 Qrels name source documents, so a pipeline that chunks its documents is scored with
-``id_field="ref_doc_id"`` (or a metadata key); several chunks of one document then count
+``doc_id="ref_doc_id"`` (or a metadata key); several chunks of one document then count
 once, at the best rank (:func:`ragmeter.evaluation.retrieval.dedupe_best_rank`).
 """
 
@@ -25,12 +27,17 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.indices.base import BaseIndex
 from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, RelatedNodeInfo
 
+from ragmeter.capture import content_doc_id, deprecated_option
 from ragmeter.errors import InvalidInputError, check_k
 
 __all__ = [
+    "UNSET",
+    "DocId",
     "IdField",
+    "check_doc_id",
     "check_id_field",
     "describe_id_field",
+    "doc_id_option",
     "node_doc_id",
     "query_engine_retriever",
 ]
@@ -38,33 +45,56 @@ __all__ = [
 logger = logging.getLogger("ragmeter_llamaindex")
 logger.addHandler(logging.NullHandler())
 
-IdField = str | Callable[[BaseNode], str | None]
-"""``"node_id"``, ``"ref_doc_id"``, ``"metadata.<key>"`` or ``fn(node) -> id``."""
+DocId = str | Callable[[BaseNode], str | None]
+"""``"node_id"``, ``"ref_doc_id"``, ``"metadata.<key>"``, ``"content"`` or ``fn(node) -> id``."""
+
+IdField = DocId
+"""The deprecated name of :data:`DocId`."""
+
+UNSET: Any = object()
+"""The default of the deprecated ``id_field=`` arguments (not given)."""
 
 _MISSING = object()
 
 
-def check_id_field(id_field: object, *, name: str = "id_field") -> IdField:
-    """Return ``id_field`` if it is a valid id field (see the module table), else raise.
+def check_doc_id(doc_id: object, *, name: str = "doc_id") -> DocId:
+    """Return ``doc_id`` if it is a valid id rule (see the module table), else raise.
 
-    >>> check_id_field("metadata.doc_id")
+    >>> check_doc_id("metadata.doc_id")
     'metadata.doc_id'
-    >>> check_id_field("doc_id")
+    >>> check_doc_id("doc_id")
     Traceback (most recent call last):
     ...
-    ragmeter.errors.InvalidInputError: id_field must be 'node_id', 'ref_doc_id', ... got 'doc_id'
+    ragmeter.errors.InvalidInputError: doc_id must be 'node_id', 'ref_doc_id', ... got 'doc_id'
     """
-    if callable(id_field):
-        return id_field
-    if isinstance(id_field, str) and (
-        id_field in ("node_id", "ref_doc_id")
-        or (id_field.startswith("metadata.") and len(id_field) > len("metadata."))
+    if callable(doc_id):
+        return doc_id
+    if isinstance(doc_id, str) and (
+        doc_id in ("node_id", "ref_doc_id", "content")
+        or (doc_id.startswith("metadata.") and len(doc_id) > len("metadata."))
     ):
-        return id_field
+        return doc_id
     raise InvalidInputError(
-        f"{name} must be 'node_id', 'ref_doc_id', 'metadata.<key>' (e.g. 'metadata.doc_id') "
-        f"or a function node -> id, got {id_field!r}"
+        f"{name} must be 'node_id', 'ref_doc_id', 'metadata.<key>' (e.g. 'metadata.doc_id'), "
+        f"'content' or a function node -> id, got {doc_id!r}"
     )
+
+
+def check_id_field(id_field: object, *, name: str = "id_field") -> DocId:
+    """:func:`check_doc_id` under the option's older name."""
+    return check_doc_id(id_field, name=name)
+
+
+def doc_id_option(doc_id: Any, id_field: Any, *, owner: str, default: DocId = "node_id") -> DocId:
+    """The checked ``doc_id`` rule, taking the deprecated ``id_field=`` into account."""
+    if id_field is UNSET:
+        return check_doc_id(default if doc_id is None else doc_id)
+    deprecated_option(owner, "id_field", "doc_id", stacklevel=4)
+    if doc_id is not None:
+        raise InvalidInputError(
+            f"{owner}: pass doc_id= alone; id_field= is its deprecated older name"
+        )
+    return check_doc_id(id_field, name="id_field")
 
 
 def _metadata_value(metadata: Mapping[str, Any], path: str) -> Any:
@@ -78,8 +108,10 @@ def _metadata_value(metadata: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def node_doc_id(node: BaseNode | NodeWithScore, id_field: IdField = "node_id") -> str | None:
-    """The id ``id_field`` gives ``node`` (a node or a ``NodeWithScore``), as a string.
+def node_doc_id(
+    node: BaseNode | NodeWithScore, doc_id: DocId = "node_id", *, id_field: Any = UNSET
+) -> str | None:
+    """The id the ``doc_id`` rule gives ``node`` (a node or a ``NodeWithScore``), as a string.
 
     ``None`` when the node has no such value (no source document, no metadata key, or the
     function returned ``None``); callers decide what that means.
@@ -94,18 +126,23 @@ def node_doc_id(node: BaseNode | NodeWithScore, id_field: IdField = "node_id") -
     >>> node_doc_id(TextNode(id_="n", text="..."), "ref_doc_id") is None
     True
     """
+    if id_field is not UNSET:
+        doc_id = doc_id_option(None, id_field, owner="node_doc_id")
     if isinstance(node, NodeWithScore):
         node = node.node
     value: Any
-    if callable(id_field):
-        value = id_field(node)
-    elif id_field == "node_id":
+    if callable(doc_id):
+        value = doc_id(node)
+    elif doc_id == "node_id":
         value = node.node_id
-    elif id_field == "ref_doc_id":
+    elif doc_id == "ref_doc_id":
         source = node.relationships.get(NodeRelationship.SOURCE)
         value = source.node_id if isinstance(source, RelatedNodeInfo) else None
+    elif doc_id == "content":
+        text = getattr(node, "text", None)
+        value = content_doc_id(text if isinstance(text, str) else node.get_content())
     else:
-        value = _metadata_value(node.metadata or {}, id_field[len("metadata.") :])
+        value = _metadata_value(node.metadata or {}, doc_id[len("metadata.") :])
         if value is _MISSING:
             value = None
     if value is None or value == "":
@@ -113,13 +150,13 @@ def node_doc_id(node: BaseNode | NodeWithScore, id_field: IdField = "node_id") -
     return str(value)
 
 
-def describe_id_field(id_field: IdField) -> str:
+def describe_id_field(doc_id: DocId) -> str:
     """``'ref_doc_id'`` (quoted) for a string, the function's name for a function."""
-    return getattr(id_field, "__name__", repr(id_field)) if callable(id_field) else repr(id_field)
+    return getattr(doc_id, "__name__", repr(doc_id)) if callable(doc_id) else repr(doc_id)
 
 
 def query_engine_retriever(
-    index_or_retriever: Any, *, id_field: IdField = "node_id"
+    index_or_retriever: Any, *, doc_id: DocId | None = None, id_field: Any = UNSET
 ) -> Callable[..., list[str]]:
     """A ``retriever(query, *, limit=None) -> [doc_id, ...]`` for ``ragmeter.evaluate_retrieval``.
 
@@ -130,14 +167,15 @@ def query_engine_retriever(
     (one per limit, cached); a retriever with a ``similarity_top_k`` attribute gets it set for
     the call and restored afterwards (calls are serialised by a lock); any other retriever
     returns what it returns. Either way at most ``limit`` ids come back, as from every
-    adapter's retriever function. Node ids come from ``id_field`` (see the module table),
-    in rank order, repeats included: ``evaluate_retrieval`` keeps each doc at its best rank.
+    adapter's retriever function. Ids come from ``doc_id`` (see the module table;
+    ``id_field=`` is deprecated), in rank order, repeats included: ``evaluate_retrieval``
+    keeps each doc at its best rank.
 
-    Raises :class:`~ragmeter.errors.InvalidInputError` for an unsupported object or id field,
-    and, when called, for a node that has no value for ``id_field`` (it could never match
-    qrels; choose another id field).
+    Raises :class:`~ragmeter.errors.InvalidInputError` for an unsupported object or id rule,
+    and, when called, for a node that has no value for ``doc_id`` (it could never match
+    qrels; choose another rule).
     """
-    field = check_id_field(id_field)
+    field = doc_id_option(doc_id, id_field, owner="query_engine_retriever")
     if isinstance(index_or_retriever, BaseIndex):
         index: BaseIndex[Any] = index_or_retriever
         cache: dict[int | None, BaseRetriever] = {}
@@ -184,7 +222,7 @@ def query_engine_retriever(
             if doc_id is None:
                 raise InvalidInputError(
                     f"query {query!r:.80}: the node at rank {rank + 1} "
-                    f"(node_id {scored.node.node_id!r}) has no value for id_field="
+                    f"(node_id {scored.node.node_id!r}) has no value for doc_id="
                     f"{describe_id_field(field)}; use 'node_id', 'ref_doc_id' or a metadata key "
                     "every node has"
                 )
