@@ -37,7 +37,9 @@ that relative error too.
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -55,8 +57,10 @@ __all__ = [
     "RELATIVE_ACCURACY",
     "Distribution",
     "ExactSum",
+    "IdRoots",
     "MeanRule",
     "StreamKeys",
+    "id_root",
     "paused_gc",
     "summarize_values",
 ]
@@ -564,6 +568,9 @@ class Distribution:
         """Add exact ``{value: count}`` to the bucketed state (count already included)."""
         import numpy as np
 
+        if not counts:  # an empty part (e.g. an empty partition's distribution)
+            return
+
         values = list(counts)
         weights = np.fromiter(counts.values(), dtype=np.int64, count=len(values))
         self._sum.add_scaled(sum(_scaled(v) * c for v, c in counts.items()))
@@ -824,3 +831,125 @@ class StreamKeys:
             order = np.argsort(both_high, kind="stable")
             level = (both_high[order], both_low[order])
         self._levels.append(level)
+
+
+_SUFFIXES = re.compile(r"(?:#[0-9]+)+\Z")
+
+
+def id_root(sample_id: str) -> str:
+    """``sample_id`` without its trailing ``#<digits>`` suffixes.
+
+    Every key the repeated-id rule (:class:`StreamKeys`, :class:`ragmeter.schema.SampleKeys`)
+    makes from an id has that id's root, so two samples can only affect each other's keys
+    when their roots are equal.
+
+    >>> id_root("q1"), id_root("q1#2"), id_root("q1#2#3"), id_root("doc#a")
+    ('q1', 'q1', 'q1', 'doc#a')
+    """
+    return _SUFFIXES.sub("", sample_id) if "#" in sample_id else sample_id
+
+
+def _root_digests(ids: Sequence[str]) -> Any:
+    """The 64-bit BLAKE2b digests of the ids' roots: the same in every process."""
+    import numpy as np
+
+    digests = (
+        hashlib.blake2b(id_root(i).encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        for i in ids
+    )
+    return np.fromiter(digests, dtype="S8", count=len(ids)).view(np.uint64)
+
+
+class IdRoots:
+    """Which sample ids may repeat, found across processes: a mergeable
+    :class:`StreamKeys` stand-in for a partitioned stream.
+
+    :meth:`resolve` records the 64-bit digest of each id's :func:`id_root` (BLAKE2b, the
+    same in every process, unlike :class:`StreamKeys`' string hashes) and returns the ids
+    unchanged; :meth:`merge` folds in another part's digests; :meth:`repeated` gives the
+    digests seen more than once. Only samples whose root digest is repeated can be
+    renamed by the repeated-id rule, so applying :class:`~ragmeter.schema.SampleKeys` to
+    just those ids, in stream order, counts the repeats of the whole stream exactly (a
+    digest collision only adds a sample to that pass, never changes the count). About
+    8 bytes per distinct root.
+
+    >>> a, b = IdRoots(), IdRoots()
+    >>> a.resolve(["q1", "q2"]), b.resolve(["q3", "q1#2"])
+    (['q1', 'q2'], ['q3', 'q1#2'])
+    >>> a.merge(b)
+    >>> a.matches(["q1", "q2", "q3", "q1#7"])
+    [True, False, False, True]
+    """
+
+    repeats = 0
+    """Always 0: the repeats are counted afterwards (see the class docstring)."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self._unique: Any = np.zeros(0, dtype=np.uint64)  # sorted distinct digests
+        self._repeated: Any = np.zeros(0, dtype=np.uint64)  # sorted, seen more than once
+        self._pending: list[Any] = []
+
+    def resolve(self, ids: Sequence[str]) -> list[str]:
+        """Record a block of ids; returns them unchanged (as :meth:`StreamKeys.resolve`
+        would when no id repeats)."""
+        if ids:
+            self._pending.append(_root_digests(ids))
+        return list(ids)
+
+    def _compact(self) -> None:
+        import numpy as np
+
+        if not self._pending:
+            return
+        values, counts = np.unique(
+            np.concatenate([self._unique, *self._pending]), return_counts=True
+        )
+        self._pending = []
+        self._unique = values
+        if (counts > 1).any():
+            self._repeated = np.union1d(self._repeated, values[counts > 1])
+
+    def merge(self, other: IdRoots) -> None:
+        """Fold in ``other``'s digests (``other`` is unchanged)."""
+        import numpy as np
+
+        other._compact()
+        self._pending.append(other._unique)
+        self._repeated = np.union1d(self._repeated, other._repeated)
+        self._compact()
+
+    def repeated(self) -> Any:
+        """The sorted digests (``uint64``) of the roots seen more than once."""
+        self._compact()
+        return self._repeated
+
+    def repeated_only(self) -> IdRoots:
+        """A copy that holds only :meth:`repeated` (what a finished stream needs: about
+        nothing when no id repeats). Merging into it would miss repeats across the parts."""
+        roots = IdRoots()
+        roots._repeated = self.repeated()
+        return roots
+
+    def matches(self, ids: Sequence[str]) -> list[bool]:
+        """For each id, whether its root digest is :meth:`repeated`."""
+        import numpy as np
+
+        repeated = self.repeated()
+        if not ids or not repeated.size:
+            return [False] * len(ids)
+        found: list[bool] = np.isin(_root_digests(ids), repeated).tolist()
+        return found
+
+    def __getstate__(self) -> tuple[Any, Any]:
+        self._compact()
+        return self._unique, self._repeated
+
+    def __setstate__(self, state: tuple[Any, Any]) -> None:
+        self._unique, self._repeated = state
+        self._pending = []
+
+    def __repr__(self) -> str:
+        self._compact()
+        return f"IdRoots(distinct={self._unique.size}, repeated={self._repeated.size})"

@@ -55,11 +55,12 @@ import os
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ragmeter.aggregate import BLOCK, Distribution, StreamKeys
+from ragmeter.aggregate import BLOCK, Distribution, IdRoots, StreamKeys
 from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
 from ragmeter.evaluation.retrieval import score_ranking
 from ragmeter.io.scores import ScoreWriter, open_score_writer, score_format, write_scores
@@ -74,7 +75,15 @@ from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
 from ragmeter.schema import RAG_EVAL_ALIASES, RagSample, SampleKeys, SampleLike, coerce_sample
 
-__all__ = ["DEFAULT_METRICS", "SEED_METRICS", "SPAN_METRICS", "evaluate_rag"]
+__all__ = [
+    "DEFAULT_METRICS",
+    "SEED_METRICS",
+    "SPAN_METRICS",
+    "RagPartial",
+    "evaluate_rag",
+    "rag_partial",
+    "rag_report",
+]
 
 SEED_METRICS: tuple[str, ...] = (
     "exact_match",
@@ -453,6 +462,200 @@ def _evaluate(
     log: list[str],
     skipped_lines: int,
 ) -> RagEvalReport:
+    keys = SampleKeys()
+    stream_keys = StreamKeys()
+    rows: dict[str, dict[str, float | None]] = {}
+    details: dict[str, dict[str, Any]] = {}
+    partial = _score(samples, resolved, k, keep, writer, keys, stream_keys, rows, details, None)
+    return _report(
+        partial,
+        resolved,
+        explicit,
+        k,
+        log,
+        skipped_lines,
+        getattr(samples, "skipped", None),
+        keys.repeats if keep else stream_keys.repeats,
+        rows,
+        details,
+        writer,
+    )
+
+
+@dataclass
+class RagPartial:
+    """What :func:`evaluate_rag` holds after scoring some of the samples; mergeable.
+
+    :func:`rag_partial` scores one part of the samples (a Dask partition, a file, a
+    shard) into a partial, :meth:`merge` folds in the partial of the part that comes
+    next, and :func:`rag_report` turns the partial of all the parts into the report one
+    pass over all the samples gives, bit for bit: the means come from exact sums
+    (:class:`~ragmeter.aggregate.Distribution`), the repeated-id rule is applied to the ids
+    in order, and a metric that raised is reported at its first failing sample. Partials
+    pickle, so they can be made in other processes or on other machines
+    (:mod:`ragmeter.dask`).
+    """
+
+    keys: list[str]
+    """The metric keys scored, in order."""
+    n: int = 0
+    """How many samples were scored."""
+    distributions: dict[str, Distribution] = field(default_factory=dict)
+    """One mergeable aggregate per key."""
+    present: set[str] = field(default_factory=set)
+    """Fields some sample had (to explain a metric nothing could be scored on)."""
+    ranked_any: bool = False
+    """Whether some sample had a ranking for the retrieval metrics."""
+    failed: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    """Metric key -> (index of the first sample it raised on, that sample's id, the error)."""
+    lookalikes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(unknown key, the field it probably meant) -> how many samples had it."""
+    rows: list[tuple[str, dict[str, float | None], dict[str, Any] | None]] | None = None
+    """Per-sample ``(id as given, scores, details)`` in order when kept, else ``None``."""
+    roots: IdRoots | None = None
+    """The ids' root digests when per-sample scores are not kept (to count repeated ids)."""
+
+    def merge(self, later: RagPartial) -> None:
+        """Fold in the partial of the samples that come right after this one's.
+
+        Raises :class:`~ragmeter.errors.InvalidInputError` for partials of other metrics or
+        of another ``keep``.
+        """
+        if later.keys != self.keys or (later.rows is None) != (self.rows is None):
+            raise InvalidInputError(
+                "cannot merge partials scored with other metrics or another keep= "
+                f"({self.keys} keep={self.rows is not None} and {later.keys} "
+                f"keep={later.rows is not None})"
+            )
+        for key, (index, sid, error) in later.failed.items():
+            if key not in self.failed:
+                self.failed[key] = (self.n + index, sid, error)
+        self.n += later.n
+        for key, dist in later.distributions.items():
+            self.distributions[key].merge(dist)
+        self.present |= later.present
+        self.ranked_any = self.ranked_any or later.ranked_any
+        self.lookalikes.update(later.lookalikes)
+        if self.rows is not None and later.rows is not None:
+            self.rows.extend(later.rows)
+        if self.roots is not None and later.roots is not None:
+            self.roots.merge(later.roots)
+
+
+def rag_partial(
+    samples: Iterable[SampleLike],
+    *,
+    metrics: Sequence[str | RagMetric] | str | RagMetric | None = None,
+    k: int = 5,
+    prices: Mapping[str, float] | None = None,
+    keep: bool = False,
+) -> RagPartial:
+    """Score a part of the samples into a mergeable :class:`RagPartial`, with no report yet.
+
+    ``metrics``, ``k`` and ``prices`` are :func:`evaluate_rag`'s (no judge metrics);
+    ``keep=True`` keeps the per-sample scores and details. Nothing is refused that needs
+    the other parts to decide (no samples, a metric no sample here can be scored on):
+    :func:`rag_report` does that on the merged partial. Raises what :func:`evaluate_rag`
+    raises for bad arguments and invalid samples (the index is the sample's in this part).
+
+    >>> first = rag_partial([{"id": "a", "response": "Paris", "reference": "Paris"}],
+    ...                     metrics=["exact_match"], keep=True)
+    >>> first.merge(rag_partial([{"id": "a", "response": "Lyon", "reference": "Paris"}],
+    ...                         metrics=["exact_match"], keep=True))
+    >>> report = rag_report(first, metrics=["exact_match"])
+    >>> report.metrics, report.per_sample
+    ({'exact_match': 0.5}, {'a': {'exact_match': 1.0}, 'a#2': {'exact_match': 0.0}})
+    """
+    check_k(k)
+    resolved, _ = _resolve(metrics, k, prices)
+    keys = SampleKeys()
+    roots = IdRoots()
+    rows: dict[str, dict[str, float | None]] = {}
+    details: dict[str, dict[str, Any]] = {}
+    raw: list[str] | None = [] if keep else None
+    partial = _score(samples, resolved, k, keep, None, keys, roots, rows, details, raw)
+    if raw is not None:
+        partial.rows = [
+            (rid, row, details.get(sid)) for rid, (sid, row) in zip(raw, rows.items(), strict=True)
+        ]
+    else:
+        partial.roots = roots
+    return partial
+
+
+def rag_report(
+    partial: RagPartial,
+    *,
+    metrics: Sequence[str | RagMetric] | str | RagMetric | None = None,
+    k: int = 5,
+    prices: Mapping[str, float] | None = None,
+    warnings: Iterable[str] | WarningLog | None = None,
+    skipped_lines: int = 0,
+    repeats: int | None = None,
+) -> RagEvalReport:
+    """The report of the merged :class:`RagPartial` of all the samples: what
+    ``evaluate_rag(samples, per_sample=keep)`` returns, bit for bit (the partial is consumed).
+
+    ``metrics``, ``k`` and ``prices`` must be those the partials were scored with
+    (``metrics=None`` decides, as :func:`evaluate_rag` does, which defaults are left
+    out). When per-sample scores were not kept and ``partial.roots.repeated()`` is not
+    empty, ``repeats`` must say how many sample ids repeat an earlier one (see
+    :class:`~ragmeter.aggregate.IdRoots`). Raises what :func:`evaluate_rag` raises at the
+    end of a pass: :class:`~ragmeter.errors.NoSamplesError` when no part had a sample,
+    :class:`~ragmeter.errors.InvalidInputError` for a requested metric no sample could be
+    scored on, or other metrics than the partial's.
+    """
+    check_k(k)
+    if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
+        raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
+    resolved, explicit = _resolve(metrics, k, prices)
+    if [_key(m) for m in resolved] != partial.keys:
+        raise InvalidInputError(
+            f"the partial holds the metrics {partial.keys}, not {[_key(m) for m in resolved]}: "
+            "pass rag_report the metrics, k and prices the partials were scored with"
+        )
+    log = [str(w) for w in warnings] if warnings is not None else []
+    rows: dict[str, dict[str, float | None]] = {}
+    details: dict[str, dict[str, Any]] = {}
+    if partial.rows is not None:
+        keys = SampleKeys()
+        for rid, row, detail in partial.rows:
+            sid = keys(rid)
+            rows[sid] = row
+            if detail is not None:
+                details[sid] = detail
+        count = keys.repeats
+    elif repeats is None:
+        if partial.roots is not None and partial.roots.repeated().size:
+            raise InvalidInputError(
+                "some sample ids may repeat across the parts: pass repeats= (count them with "
+                "SampleKeys over the ids whose root is in partial.roots.repeated(), in order)"
+            )
+        count = 0
+    else:
+        count = repeats
+    report = _report(
+        partial, resolved, explicit, k, log, skipped_lines, None, count, rows, details, None
+    )
+    if partial.rows is None:
+        report.extra["per_sample"] = "not kept"
+    return report
+
+
+def _score(
+    samples: Iterable[SampleLike],
+    resolved: list[RagMetric],
+    k: int,
+    keep: bool,
+    writer: ScoreWriter | None,
+    keys: SampleKeys,
+    stream_keys: StreamKeys | IdRoots,
+    rows: dict[str, dict[str, float | None]],
+    details: dict[str, dict[str, Any]],
+    raw_ids: list[str] | None,
+) -> RagPartial:
+    """evaluate_rag's one pass: score every sample into ``rows``/``details`` (kept) or the
+    distributions, and return the mergeable state (``raw_ids`` collects the ids as given)."""
     retrieval = [m for m in resolved if isinstance(m, _SampleRetrieval)]
     groups = _retrieval_groups(retrieval, k)
     scored = [(_key(m), _scorer(m), m) for m in resolved if not isinstance(m, _SampleRetrieval)]
@@ -468,11 +671,7 @@ def _evaluate(
     pending: set[str] = needed.union(*uses_groups)
     present: set[str] = set()
 
-    rows: dict[str, dict[str, float | None]] = {}
-    details: dict[str, dict[str, Any]] = {}
-    failed: dict[str, str] = {}
-    keys = SampleKeys()
-    stream_keys = StreamKeys()
+    failed: dict[str, tuple[int, str, str]] = {}
     lookalikes: Counter[tuple[str, str]] = Counter()
     blank = dict.fromkeys([_key(m) for m in resolved])
     dists = {key: Distribution() for key in blank}
@@ -505,6 +704,8 @@ def _evaluate(
         if keep:
             sid = keys(sample.id)
             rows[sid] = row
+            if raw_ids is not None:
+                raw_ids.append(sample.id)
         else:
             sid = sample.id
             block_ids.append(sid)
@@ -535,10 +736,7 @@ def _evaluate(
             except RagmeterError:
                 raise
             except Exception as exc:
-                failed[key] = (
-                    f"the {key!r} metric raised {exc!r} on sample {index} (id {sample.id!r}) "
-                    "and was left out of the results rather than silently scoring zero"
-                )
+                failed[key] = (index, sample.id, repr(exc))
                 active = [e for e in active if e is not entry]  # the loop keeps the old list
                 continue
             if value is not None:
@@ -562,7 +760,43 @@ def _evaluate(
             flush()
     flush()
 
-    reader_skipped = getattr(samples, "skipped", None)
+    return RagPartial(
+        keys=list(blank),
+        n=n,
+        distributions=dists,
+        present=present,
+        ranked_any=ranked_any,
+        failed=failed,
+        lookalikes=lookalikes,
+    )
+
+
+def _report(
+    partial: RagPartial,
+    resolved: list[RagMetric],
+    explicit: bool,
+    k: int,
+    log: list[str],
+    skipped_lines: int,
+    reader_skipped: object,
+    repeats: int,
+    rows: dict[str, dict[str, float | None]],
+    details: dict[str, dict[str, Any]],
+    writer: ScoreWriter | None,
+) -> RagEvalReport:
+    """The end of evaluate_rag's pass: what was not computed and why, warnings, the report."""
+    n = partial.n
+    dists = partial.distributions
+    present = partial.present
+    ranked_any = partial.ranked_any
+    position = {key: i for i, key in enumerate(partial.keys)}
+    failed = {
+        key: f"the {key!r} metric raised {error} on sample {index} (id {sid!r}) and was left "
+        "out of the results rather than silently scoring zero"
+        for key, (index, sid, error) in sorted(
+            partial.failed.items(), key=lambda item: (item[1][0], position[item[0]])
+        )
+    }
     if n == 0:
         skipped_note = ""
         if isinstance(reader_skipped, list) and reader_skipped:
@@ -602,13 +836,12 @@ def _evaluate(
         if writer is not None:
             writer.drop(dropped)
     log.extend(failed.values())
-    repeats = keys.repeats if keep else stream_keys.repeats
     if repeats:
         log.append(
             f"{repeats} sample id(s) repeat an earlier one; they are reported as '<id>#2', "
             "'<id>#3', ... in per_sample"
         )
-    for (key, meant), count in lookalikes.most_common():
+    for (key, meant), count in partial.lookalikes.most_common():
         log.append(
             f"{count} sample(s) have a key {key!r}, which is not a field: it was kept in "
             f"metadata and not scored. Did you mean {meant!r}?"
@@ -626,7 +859,7 @@ def _evaluate(
     for key in kept:
         dists[key].missing = n - dists[key].count
     extra: dict[str, Any] = {}
-    if retrieval:
+    if any(isinstance(m, _SampleRetrieval) for m in resolved):
         extra["k"] = k
     if not_computed:
         extra["not_computed"] = not_computed

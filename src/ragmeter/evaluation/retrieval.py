@@ -22,6 +22,7 @@ under trec_eval's conventions (see :mod:`ragmeter.metrics.ranking`):
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import numbers
 import os
@@ -312,35 +313,12 @@ def evaluate_run(
 
     n_ranked = len(per_q) - (len(missing) if mode == "zero" else 0)
     if not per_q and not missing:
-        raise NoScorableQueriesError(
-            "no query in qrels has a relevant judgement "
-            f"(grade {'> 0' if level is None else f'>= {level}'}), so "
-            "there is nothing to average; check the qrels file and the relevance level"
-        )
+        raise _no_scorable_error(level)
     if not n_ranked:
         # not one judged query has a ranking: the ids cannot be the same kind
-        raise InvalidInputError(
-            f"none of the {len(missing)} judged queries has a ranking in the run"
-            + (
-                f" (the run's query ids, e.g. {some_ids(run)}, are not qrels ids such as "
-                f"{some_ids(missing)}); are the query ids the same strings in both?"
-                if run
-                else ": the run is empty"
-            )
-        )
+        raise _no_ranking_error(missing, run)
     if missing:
-        log.add(
-            "run",
-            "missing_queries",
-            f"{len(missing)} of {len(missing) + n_ranked} judged queries have no ranking in "
-            f"the run (e.g. {some_ids(missing)}); "
-            + (
-                "they score 0 and count in the mean (missing_queries='zero', = trec_eval "
-                "-c); pass missing_queries='skip' to average over the run's queries only"
-                if mode == "zero"
-                else "they are left out of the mean (missing_queries='skip', trec_eval's default)"
-            ),
-        )
+        _note_missing(log, missing, n_ranked, mode)
     n = len(per_q)
     if custom:
         for row in per_q.values():
@@ -588,34 +566,11 @@ def _stream_file(
             emit(qid, row)
     flush()
     if not count and not missing:
-        raise NoScorableQueriesError(
-            "no query in qrels has a relevant judgement "
-            f"(grade {'> 0' if level is None else f'>= {level}'}), so "
-            "there is nothing to average; check the qrels file and the relevance level"
-        )
+        raise _no_scorable_error(level)
     if not n_ranked:
-        raise InvalidInputError(
-            f"none of the {len(missing)} judged queries has a ranking in the run"
-            + (
-                f" (the run's query ids, e.g. {some_ids(run_ids)}, are not qrels ids such as "
-                f"{some_ids(missing)}); are the query ids the same strings in both?"
-                if run_ids
-                else ": the run is empty"
-            )
-        )
+        raise _no_ranking_error(missing, run_ids)
     if missing:
-        log.add(
-            "run",
-            "missing_queries",
-            f"{len(missing)} of {len(missing) + n_ranked} judged queries have no ranking in "
-            f"the run (e.g. {some_ids(missing)}); "
-            + (
-                "they score 0 and count in the mean (missing_queries='zero', = trec_eval "
-                "-c); pass missing_queries='skip' to average over the run's queries only"
-                if mode == "zero"
-                else "they are left out of the mean (missing_queries='skip', trec_eval's default)"
-            ),
-        )
+        _note_missing(log, missing, n_ranked, mode)
     gone = [k for k in all_keys if k.split("@", 1)[0] in failed]
     if keep:
         order = {q: i for i, q in enumerate(qrels)}
@@ -636,14 +591,7 @@ def _stream_file(
             for key in ordered:
                 dists[key].add_missing(len(missing))
     if keys and not any(means.get(key) for key in keys) and not judged_doc and retrieved:
-        log.add(
-            "run",
-            "doc_ids",
-            f"every score is 0 and none of the {retrieved} retrieved doc ids (e.g. "
-            f"{some_ids(retrieved_ids)}) appears in the qrels, not even as judged non-relevant: "
-            "the run and the qrels probably use different doc ids (check which document "
-            "field your retriever returns as the id)",
-        )
+        _note_unjudged_docs(log, retrieved, retrieved_ids)
     return RetrievalEvalReport(
         metrics=means,
         per_query=per_q,
@@ -674,14 +622,58 @@ def _warn_if_no_doc_is_judged(
             return
         retrieved.extend(ids)
     if retrieved:
-        log.add(
-            "run",
-            "doc_ids",
-            f"every score is 0 and none of the {len(retrieved)} retrieved doc ids (e.g. "
-            f"{some_ids(retrieved)}) appears in the qrels, not even as judged non-relevant: "
-            "the run and the qrels probably use different doc ids (check which document "
-            "field your retriever returns as the id)",
+        _note_unjudged_docs(log, len(retrieved), retrieved)
+
+
+def _no_scorable_error(level: float | None) -> NoScorableQueriesError:
+    return NoScorableQueriesError(
+        "no query in qrels has a relevant judgement "
+        f"(grade {'> 0' if level is None else f'>= {level}'}), so "
+        "there is nothing to average; check the qrels file and the relevance level"
+    )
+
+
+def _no_ranking_error(missing: Sequence[str], run_ids: Iterable[str]) -> InvalidInputError:
+    """Not one judged query has a ranking: the ids cannot be the same kind."""
+    shown = list(itertools.islice(run_ids, 4))
+    return InvalidInputError(
+        f"none of the {len(missing)} judged queries has a ranking in the run"
+        + (
+            f" (the run's query ids, e.g. {some_ids(shown)}, are not qrels ids such as "
+            f"{some_ids(missing)}); are the query ids the same strings in both?"
+            if shown
+            else ": the run is empty"
         )
+    )
+
+
+def _note_missing(
+    log: WarningLog, missing: Sequence[str], n_ranked: int, mode: MissingQueries
+) -> None:
+    log.add(
+        "run",
+        "missing_queries",
+        f"{len(missing)} of {len(missing) + n_ranked} judged queries have no ranking in "
+        f"the run (e.g. {some_ids(missing)}); "
+        + (
+            "they score 0 and count in the mean (missing_queries='zero', = trec_eval "
+            "-c); pass missing_queries='skip' to average over the run's queries only"
+            if mode == "zero"
+            else "they are left out of the mean (missing_queries='skip', trec_eval's default)"
+        ),
+    )
+
+
+def _note_unjudged_docs(log: WarningLog, retrieved: int, examples: Iterable[str]) -> None:
+    """Every score is 0 and not one retrieved doc is judged: the doc ids differ."""
+    log.add(
+        "run",
+        "doc_ids",
+        f"every score is 0 and none of the {retrieved} retrieved doc ids (e.g. "
+        f"{some_ids(examples)}) appears in the qrels, not even as judged non-relevant: "
+        "the run and the qrels probably use different doc ids (check which document "
+        "field your retriever returns as the id)",
+    )
 
 
 def _score_custom(

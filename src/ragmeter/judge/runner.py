@@ -17,7 +17,10 @@
   others reuse its verdict or its failure (counted in ``deduplicated``, not in ``calls``).
 * **Budgeted**: ``max_calls`` / ``max_tokens`` stop the run cleanly: no new call starts
   past the budget, the rest get ``None`` with reason ``"budget exhausted"`` and the result
-  is marked ``incomplete``. :func:`estimate_judges` is the dry run.
+  is marked ``incomplete``. :func:`estimate_judges` is the dry run. A
+  :class:`JudgeBudget` (``budget=``) is a budget shared with other runs, e.g. every
+  partition of a Dask evaluation (:mod:`ragmeter.dask`): each call must be granted by it
+  too.
 * **Cancellable**: cancelling the run cancels every call in flight and waits for them, so
   no background task outlives it.
 """
@@ -30,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.judge.cache import JudgeCache, cache_key
@@ -39,6 +42,7 @@ from ragmeter.judge.protocol import JudgeReply, Message, is_transient
 from ragmeter.schema import RagSample
 
 __all__ = [
+    "JudgeBudget",
     "JudgeEstimate",
     "JudgeOptions",
     "JudgeRun",
@@ -80,6 +84,28 @@ class JudgeOptions:
                 raise InvalidInputError(
                     f"{name} must be an int >= 0 or None (no budget), got {value!r}"
                 )
+
+
+@runtime_checkable
+class JudgeBudget(Protocol):
+    """A call and token budget shared by several runs (other threads, processes, machines).
+
+    The runner asks :meth:`spend_call` before every call it would send (retries included),
+    in a worker thread, after the cache had no verdict; ``None`` grants the call and counts
+    it, a string refuses it and says why (the job gets ``None`` with reason ``"budget
+    exhausted"``, the run is marked incomplete with that reason). After each reply it
+    reports the reply's tokens to :meth:`spend_tokens`. A call granted here but refused by
+    the run's own ``max_calls``/``max_tokens`` stays counted: a shared budget may end
+    slightly underused, never overspent.
+    """
+
+    def spend_call(self) -> str | None:
+        """Grant (and count) one call, or say why not."""
+        ...
+
+    def spend_tokens(self, tokens: int) -> None:
+        """Count the input and output tokens of one reply."""
+        ...
 
 
 @dataclass
@@ -202,8 +228,10 @@ async def arun_judges(
     cache: JudgeCache | None = None,
     options: JudgeOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
+    budget: JudgeBudget | None = None,
 ) -> JudgeRun:
-    """Score ``samples`` with judge ``metrics`` (async). See the module docstring."""
+    """Score ``samples`` with judge ``metrics`` (async). See the module docstring;
+    ``budget`` is a :class:`JudgeBudget` shared with other runs."""
     opts = options or JudgeOptions()
     jobs, skipped = _plan(samples, metrics)
     run = JudgeRun()
@@ -256,6 +284,13 @@ async def arun_judges(
                         job.reply = hit
                         run.cache_hits += 1
                         break
+                if budget is not None:
+                    refused = await asyncio.to_thread(budget.spend_call)
+                    if refused is not None:
+                        run.stop_reason = refused
+                        run.incomplete = True
+                        job.error = "budget exhausted"
+                        break
                 if over_budget():
                     run.incomplete = True
                     job.error = "budget exhausted"
@@ -280,6 +315,9 @@ async def arun_judges(
                 job.reply = reply
                 run.input_tokens += reply.input_tokens or 0
                 run.output_tokens += reply.output_tokens or 0
+                if budget is not None:
+                    used = (reply.input_tokens or 0) + (reply.output_tokens or 0)
+                    await asyncio.to_thread(budget.spend_tokens, used)
                 if cache is not None and not cache.put(job.key, reply):
                     run.cache_writes_skipped += 1
                     run.cache_write_problem = cache.write_problem
