@@ -141,15 +141,33 @@ def test_an_unusable_tag_is_left_out_and_the_rest_kept(index: Any, tmp_path: Any
     assert handler.to_jsonl(tmp_path / "s.jsonl") == 1
 
 
-def slow_copy(embed_model: Any, delays: dict[str, float]) -> Any:
-    """``embed_model``'s vectors, but an async query embedding takes ``delays[query]`` seconds."""
+def gated_copy(embed_model: Any, release_order: list[str]) -> Any:
+    """``embed_model``'s vectors, but async query embeddings form a barrier.
 
-    class SlowEmbedding(type(embed_model)):  # type: ignore[misc]
+    No query embedding finishes before every query in ``release_order`` has started one
+    (so all the queries are in flight at once, whatever the machine's load), and they then
+    finish one by one in ``release_order``. Deterministic: no sleeps, no timing.
+    """
+    arrived: list[str] = []
+    released: list[str] = []
+    state: dict[str, asyncio.Condition] = {}
+
+    class GatedEmbedding(type(embed_model)):  # type: ignore[misc]
         async def _aget_query_embedding(self, query: str) -> list[float]:
-            await asyncio.sleep(delays.get(query, 0.0))
+            cond = state.setdefault("cond", asyncio.Condition())
+            async with cond:
+                arrived.append(query)
+                cond.notify_all()
+                await cond.wait_for(
+                    lambda: (
+                        len(arrived) == len(release_order) and release_order[len(released)] == query
+                    )
+                )
+                released.append(query)
+                cond.notify_all()
             return self._get_query_embedding(query)
 
-    return SlowEmbedding(model_name="slow-" + embed_model.model_name)
+    return GatedEmbedding(model_name="gated-" + embed_model.model_name)
 
 
 def test_concurrent_aquery_keeps_samples_apart(
@@ -157,25 +175,24 @@ def test_concurrent_aquery_keeps_samples_apart(
 ) -> None:
     _, queries, _ = cranfield
     qids = list(queries)[:8]
-    # the first query started waits longest, so completion order is the reverse of start order
-    slow = slow_copy(embed_model, {queries[q]: 0.02 * (len(qids) - i) for i, q in enumerate(qids)})
+    # every query is in flight before any retrieval finishes; they finish in reverse start order
     qe = engine(index)
-    qe.retriever._embed_model = slow  # same vectors, slower in async
+    qe.retriever._embed_model = gated_copy(embed_model, [queries[q] for q in reversed(qids)])
 
     async def one(qid: str) -> Any:
         with instrument_tags({"ragmeter_id": qid}):
             return await qe.aquery(queries[qid])
 
     async def main() -> list[Any]:
-        return await asyncio.gather(*(one(q) for q in qids))
+        return await asyncio.wait_for(asyncio.gather(*(one(q) for q in qids)), timeout=60)
 
     with RagmeterEventHandler() as handler:
         responses = asyncio.run(main())
     samples = handler.samples
-    assert [s.id for s in samples] == list(reversed(qids))  # the tasks really interleaved
-    for sample, qid in zip(reversed(samples), qids, strict=True):
-        assert sample.user_input == queries[qid]
-        assert sample.retrieved_ids == retrieved_node_ids(index, queries[qid])
+    assert sorted(s.id for s in samples) == sorted(qids)
+    for sample in samples:
+        assert sample.user_input == queries[sample.id]
+        assert sample.retrieved_ids == retrieved_node_ids(index, queries[sample.id])
     for response, qid in zip(responses, qids, strict=True):
         assert [n.node.node_id for n in response.source_nodes] == handler.to_run()[qid]
 
