@@ -69,7 +69,7 @@ from ragmeter.capture._dataset import (
     DatasetReport,
     load_dataset,
 )
-from ragmeter.capture._front import StoreFront
+from ragmeter.capture._front import DatasetFront, StoreFront, no_more_options, run_calls
 from ragmeter.capture._ids import (
     ID_KEY,
     METADATA_FIELDS,
@@ -111,6 +111,7 @@ __all__ = [
     "CallRecord",
     "CaptureConfig",
     "Dataset",
+    "DatasetFront",
     "DatasetItem",
     "DatasetReport",
     "FailedQueries",
@@ -136,7 +137,9 @@ __all__ = [
     "fields_from_metadata",
     "jsonable",
     "load_dataset",
+    "no_more_options",
     "ranking",
+    "run_calls",
     "run_metadata",
     "sample_id_problem",
     "sample_keys",

@@ -328,7 +328,7 @@ def score_dataset(
         raise InvalidInputError(
             f"none of the {len(items)} queries was captured (e.g. {some_ids(uncaptured)}"
             f"{'; they raised: ' + next(iter(failed.values())) if failed else ''}): the "
-            f"handler never saw a run. {hints.framework}: is the handler attached to what "
+            f"handler never saw a run. {hints.name}: is the handler attached to what "
             "was run?"
         )
     retrieval = None

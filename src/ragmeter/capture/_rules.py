@@ -78,6 +78,7 @@ class Hints:
     """How a user of one framework fixes an id problem: the adapters fill it in, and the
     warnings of :meth:`SampleStore.evaluate_retrieval` quote it (and log with its logger).
 
+    ``label`` is the framework's display name (progress bars, messages).
     ``sample_id`` says how to give each captured run its query id; ``doc_id`` how to make a
     retrieved document's id the one the qrels use (naming the current setting).
     """
@@ -85,6 +86,12 @@ class Hints:
     framework: str = "ragmeter"
     sample_id: str = "Give each sample the query id the qrels use (RagSample.id)."
     doc_id: str = "Make retrieved_ids the doc ids the qrels use."
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """The framework's name as its users write it (``label``, e.g. ``LangChain``)."""
+        return self.label or self.framework
 
     @property
     def logger(self) -> logging.Logger:

@@ -12,6 +12,7 @@ spans.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,10 +43,12 @@ class HaystackRun(RunRecord):
     ``contexts`` are the contents of the ``contexts`` component's documents (``None``: the
     chosen retriever calls' documents); ``data`` is the pipeline's input, kept until the
     run ends (the question is read from it then); ``ignored`` marks a run that
-    ``record="tagged"`` does not record.
+    ``record="tagged"`` does not record; ``lock`` guards the record against the run's own
+    components running on several threads (one lock per run: concurrent runs never wait
+    for each other).
     """
 
-    __slots__ = ("contexts", "data", "ignored")
+    __slots__ = ("contexts", "data", "ignored", "lock")
 
     def __init__(
         self,
@@ -58,6 +61,7 @@ class HaystackRun(RunRecord):
         self.contexts: tuple[str, ...] | None = None
         self.data: Any = None
         self.ignored = not self.wanted
+        self.lock = threading.Lock()
 
     def framework_fields(
         self,

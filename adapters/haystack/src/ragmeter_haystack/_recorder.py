@@ -17,6 +17,7 @@ from ragmeter.capture import (
     check_record,
     deprecated_option,
     describe,
+    run_calls,
 )
 from ragmeter.capture import Dataset as _Dataset
 from ragmeter.errors import InvalidInputError
@@ -221,7 +222,7 @@ class RagmeterRecorder(StoreFront):
             retriever, generator, self.contexts, rule, documents_output, replies_output
         )
         self.config = CaptureConfig(FRAMEWORK, ProblemLog(logger, "Haystack"), record=record)
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule))
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="Haystack")
         self._store = SampleStore(max_samples=max_samples, hints=hints)
 
     @property
@@ -316,7 +317,8 @@ class RagmeterRecorder(StoreFront):
         ``failed_queries`` as in :meth:`evaluate_retrieval`).
         """
         build = input_builder(self.pipeline, inputs if inputs is not None else self.query_input)
-        return self._run_dataset(
+        return run_calls(
+            self,
             lambda query: self.run(build(query)),
             dataset,
             qrels=qrels,
@@ -326,7 +328,6 @@ class RagmeterRecorder(StoreFront):
             metrics=metrics,
             answer_metrics=answer_metrics,
             failed_queries=failed_queries,
-            description="Haystack",
         )
 
     def _include(self, user: Any) -> tuple[set[str], set[str]]:

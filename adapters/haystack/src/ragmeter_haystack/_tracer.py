@@ -13,8 +13,7 @@ span: the ragmeter tracer forwards to it.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -30,19 +29,18 @@ from haystack.tracing.tracer import tracer as _proxy
 from ragmeter.capture import (
     CallRecord,
     CaptureConfig,
-    DatasetReport,
-    FailedQueries,
+    DatasetFront,
     Hints,
     ProblemLog,
     Record,
     Retrieval,
     SampleStore,
-    StoreFront,
     check_record,
     check_retrieval,
     describe,
+    no_more_options,
 )
-from ragmeter.capture import Dataset as _Dataset
+from ragmeter.errors import InvalidInputError
 from ragmeter_haystack._capture import FRAMEWORK, HaystackRun, Roles, logger, question_of
 from ragmeter_haystack._documents import DocId, check_doc_id
 from ragmeter_haystack._recorder import doc_id_hint, input_builder
@@ -133,7 +131,7 @@ class _RagmeterSpan(Span):
         if roles.is_retriever(component, str(tags.get("haystack.component.type")), outputs):
             self._role = _RETRIEVER
             self._call = CallRecord(component, None, self.depth)
-            with self._tracer.lock:  # components of one run may run on several threads
+            with run.lock:  # components of one run may run on several threads
                 run.add_call(self._call)
             self.depth += 1
         elif roles.is_generator(component, outputs):
@@ -154,7 +152,7 @@ class _RagmeterSpan(Span):
         role = self._role
         if role > 0 and self._run is not None:
             try:
-                with self._tracer.lock:
+                with self._run.lock:
                     self._content(role, key, value)
             except Exception as exc:
                 self._run.note(f"{self._name}: {describe(exc)}")
@@ -211,7 +209,7 @@ class _RagmeterSpan(Span):
         return None
 
 
-class RagmeterTracer(StoreFront, Tracer):
+class RagmeterTracer(DatasetFront, Tracer):
     """A Haystack tracer that records one :class:`~ragmeter.schema.RagSample` per pipeline run.
 
     ``tracer = RagmeterTracer().attach()`` makes it Haystack's tracer (process-wide, as
@@ -268,10 +266,9 @@ class RagmeterTracer(StoreFront, Tracer):
             name_hint="a Haystack retriever call is named after its component",
             record=check_record(record),
         )
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule))
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="Haystack")
         self._store = SampleStore(max_samples=max_samples, hints=hints)
         self.inner: Tracer | None = None
-        self.lock = threading.Lock()  # guards a run's record against concurrent components
 
     @property
     def store(self) -> SampleStore:
@@ -339,45 +336,20 @@ class RagmeterTracer(StoreFront, Tracer):
         else:
             self.detach()
 
-    def run_dataset(
-        self,
-        pipeline: Any,
-        dataset: _Dataset,
-        *,
-        inputs: str | Sequence[str] | Callable[[str], Any] | None = None,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
-        concurrency: int = 4,
-        progress: bool = True,
-        k_values: Iterable[int] | None = None,
-        metrics: Iterable[str] | None = None,
-        answer_metrics: Sequence[Any] | None = None,
-        failed_queries: FailedQueries = "zero",
-    ) -> DatasetReport:
-        """Run ``pipeline`` for every query of ``dataset`` and score the samples.
-
-        As :meth:`RagmeterRecorder.run_dataset <ragmeter_haystack.RagmeterRecorder.run_dataset>`
-        (``inputs`` says where the query goes; default: every open ``query`` and
-        ``question`` input), with the tracer attached for the run if it was not.
-        """
-        build = input_builder(pipeline, inputs if inputs is not None else self.query_input)
-        detach = not self.attached
-        self.attach()
-        try:
-            return self._run_dataset(
-                lambda query: pipeline.run(build(query)),
-                dataset,
-                qrels=qrels,
-                concurrency=concurrency,
-                progress=progress,
-                k_values=k_values,
-                metrics=metrics,
-                answer_metrics=answer_metrics,
-                failed_queries=failed_queries,
-                description="Haystack",
+    def _dataset_call(
+        self, target: Any, options: dict[str, Any], *, asynchronous: bool
+    ) -> Callable[[str], Any]:
+        """``run_dataset`` runs ``target.run(inputs)``, the query placed by ``inputs=``
+        (:func:`input_builder`; default: every open ``query`` and ``question`` input)."""
+        inputs = options.pop("inputs", None)
+        no_more_options(options, "Haystack")
+        if asynchronous:
+            raise InvalidInputError(
+                "arun_dataset is not available for Haystack: Pipeline.run is synchronous; use "
+                "run_dataset (concurrency= runs several pipelines at once in threads)"
             )
-        finally:
-            if detach:
-                self.detach()
+        build = input_builder(target, inputs if inputs is not None else self.query_input)
+        return lambda query: target.run(build(query))
 
     def _finish(self, run: HaystackRun, error: BaseException | None) -> None:
         run.finish(error)

@@ -10,7 +10,7 @@ the handler to every run inside the block (a configure hook, as ``collect_runs()
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
@@ -21,18 +21,16 @@ from langchain_core.tracers.context import register_configure_hook
 
 from ragmeter.capture import (
     CaptureConfig,
-    DatasetReport,
-    FailedQueries,
+    DatasetFront,
     Hints,
     ProblemLog,
     Record,
     SampleStore,
     Scope,
-    StoreFront,
     check_record,
     check_retrieval,
+    no_more_options,
 )
-from ragmeter.capture import Dataset as _Dataset
 from ragmeter.errors import InvalidInputError
 from ragmeter_langchain._convert import UNSET_KEY, DocId, DocIdRule, TextFn, doc_id_rule
 from ragmeter_langchain._runs import FRAMEWORK, UNSET, Options, ResponseFrom, Retrieval, Runs
@@ -65,7 +63,7 @@ def doc_id_hint(rule: DocIdRule) -> str:
     )
 
 
-class RagmeterCallbackHandler(StoreFront, BaseCallbackHandler):
+class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
     """Capture every root run of a LangChain runnable as a :class:`~ragmeter.schema.RagSample`.
 
     Scope it: ``with handler.capture(id=qid, relevance=qrels[qid]): chain.invoke(q)`` --
@@ -173,7 +171,7 @@ class RagmeterCallbackHandler(StoreFront, BaseCallbackHandler):
             name_hint="name a retriever with retriever.with_config(run_name=...)",
             record=record,
         )
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule))
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="LangChain")
         self._store = SampleStore(max_samples=max_samples, hints=hints)
         self._runs = Runs(self.options, self.config, self._store)
 
@@ -200,33 +198,6 @@ class RagmeterCallbackHandler(StoreFront, BaseCallbackHandler):
         """How many capture problems were logged (each is noted on its sample too)."""
         return self.config.problems.count
 
-    def capture(
-        self,
-        id: str | int | None = None,
-        *,
-        reference: str | None = None,
-        references: list[str] | None = None,
-        reference_ids: list[str] | None = None,
-        relevance: Mapping[str, float] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Scope:
-        """``with handler.capture(id=qid, relevance=qrels[qid]): chain.invoke(q)``.
-
-        Every root run started inside the block (in this thread or asyncio task) is
-        captured by this handler, with no ``callbacks`` in its config (LangChain adds the
-        handler, as it does for ``collect_runs()``), and gets this sample id and ground
-        truth (:func:`ragmeter.capture.capture`; a run's own ``ragmeter_*`` metadata wins).
-        Raises :class:`~ragmeter.errors.InvalidInputError` for a bad value.
-        """
-        return super().capture(
-            id,
-            reference=reference,
-            references=references,
-            reference_ids=reference_ids,
-            relevance=relevance,
-            metadata=metadata,
-        )
-
     def _scope_opened(self, scope: Scope) -> None:
         scope._state = _ACTIVE.set(self)  # LangChain's configure hook adds the handler
 
@@ -235,79 +206,21 @@ class RagmeterCallbackHandler(StoreFront, BaseCallbackHandler):
         if token is not None:
             _ACTIVE.reset(token)
 
-    def run_dataset(
-        self,
-        runnable: Any,
-        dataset: _Dataset,
-        *,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
-        config: Mapping[str, Any] | None = None,
-        concurrency: int = 4,
-        progress: bool = True,
-        k_values: Iterable[int] | None = None,
-        metrics: Iterable[str] | None = None,
-        answer_metrics: Sequence[Any] | None = None,
-        failed_queries: FailedQueries = "zero",
-    ) -> DatasetReport:
-        """Run ``runnable.invoke(query)`` for every query of ``dataset`` and score the samples.
-
-        ``dataset``: ``{query_id: query}`` (with ``qrels=``), a BEIR directory or a JSONL
-        file of samples (:func:`ragmeter.capture.load_dataset`). Each query runs inside
-        :meth:`capture` with its id and ground truth, ``concurrency`` at a time (threads,
-        each in a copy of your context), with a rich progress bar on stderr
-        (``progress=False`` hides it). ``config`` is passed to every ``invoke`` (this handler
-        is added to its callbacks). A query that raises is recorded and the loop goes on.
-        Returns a :class:`~ragmeter.capture.DatasetReport`: ``retrieval`` (trec_eval's
-        numbers for the dataset's judged queries; ``k_values``/``metrics``/
-        ``failed_queries`` as in :meth:`evaluate_retrieval`), ``answers`` (``evaluate_rag``,
-        when the dataset has reference answers or ``answer_metrics`` are given),
-        ``samples``, ``failed``.
-        """
-        invoke = _method(runnable, "invoke")
-        run_config = self._config(config)
-        return self._run_dataset(
-            lambda query: invoke(query, config=run_config),
-            dataset,
-            qrels=qrels,
-            concurrency=concurrency,
-            progress=progress,
-            k_values=k_values,
-            metrics=metrics,
-            answer_metrics=answer_metrics,
-            failed_queries=failed_queries,
-            description="LangChain",
-        )
-
-    async def arun_dataset(
-        self,
-        runnable: Any,
-        dataset: _Dataset,
-        *,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
-        config: Mapping[str, Any] | None = None,
-        concurrency: int = 4,
-        progress: bool = True,
-        k_values: Iterable[int] | None = None,
-        metrics: Iterable[str] | None = None,
-        answer_metrics: Sequence[Any] | None = None,
-        failed_queries: FailedQueries = "zero",
-    ) -> DatasetReport:
-        """:meth:`run_dataset` with ``await runnable.ainvoke(query)``, ``concurrency`` tasks
-        at a time."""
-        ainvoke: Callable[..., Awaitable[Any]] = _method(runnable, "ainvoke")
-        run_config = self._config(config)
-        return await self._arun_dataset(
-            lambda query: ainvoke(query, config=run_config),
-            dataset,
-            qrels=qrels,
-            concurrency=concurrency,
-            progress=progress,
-            k_values=k_values,
-            metrics=metrics,
-            answer_metrics=answer_metrics,
-            failed_queries=failed_queries,
-            description="LangChain",
-        )
+    def _dataset_call(
+        self, target: Any, options: dict[str, Any], *, asynchronous: bool
+    ) -> Callable[[str], Any]:
+        """``run_dataset`` runs ``target.invoke(query, config=config)`` (``ainvoke`` when
+        async); ``config`` is the option, with this handler added to its callbacks."""
+        run_config = self._config(options.pop("config", None))
+        no_more_options(options, "LangChain")
+        name = "ainvoke" if asynchronous else "invoke"
+        method = getattr(target, name, None)
+        if not callable(method):
+            raise InvalidInputError(
+                f"run_dataset needs a LangChain runnable with .{name}(), got "
+                f"{type(target).__name__}"
+            )
+        return lambda query: method(query, config=run_config)
 
     def _config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
         """``config`` with this handler among its callbacks."""
@@ -467,12 +380,3 @@ class RagmeterCallbackHandler(StoreFront, BaseCallbackHandler):
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised."""
         self._runs.finish(run_id, error=error, kwargs=kwargs)
-
-
-def _method(runnable: Any, name: str) -> Any:
-    method = getattr(runnable, name, None)
-    if not callable(method):
-        raise InvalidInputError(
-            f"run_dataset needs a LangChain runnable with .{name}(), got {type(runnable).__name__}"
-        )
-    return method

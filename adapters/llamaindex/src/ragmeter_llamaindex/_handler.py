@@ -8,7 +8,7 @@ costs microseconds, and the span hooks run a dozen times per query.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from llama_index.core.instrumentation import (  # type: ignore[attr-defined, unused-ignore]
@@ -27,19 +27,16 @@ from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 from ragmeter.capture import (
     CaptureConfig,
-    DatasetReport,
-    FailedQueries,
+    DatasetFront,
     Hints,
     ProblemLog,
     Record,
     Retrieval,
     SampleStore,
-    Scope,
-    StoreFront,
     check_record,
     check_retrieval,
+    no_more_options,
 )
-from ragmeter.capture import Dataset as _Dataset
 from ragmeter.errors import InvalidInputError
 from ragmeter_llamaindex._capture import FRAMEWORK, Capture, logger
 from ragmeter_llamaindex._retriever import UNSET, DocId, describe_id_field, doc_id_option
@@ -137,7 +134,7 @@ _ROUTES: dict[type, Callable[[Capture, Any], None]] = {
 }
 
 
-class RagmeterEventHandler(StoreFront, BaseEventHandler):
+class RagmeterEventHandler(DatasetFront, BaseEventHandler):
     """Records one :class:`~ragmeter.schema.RagSample` per top-level query or chat turn.
 
     ``with handler.capture(id=qid, relevance=qrels[qid]): engine.query(q)`` attaches the
@@ -223,7 +220,7 @@ class RagmeterEventHandler(StoreFront, BaseEventHandler):
             "record": record,
         }
         super().__init__(**fields)
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule))
+        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="LlamaIndex")
         config = CaptureConfig(
             FRAMEWORK,
             ProblemLog(logger, "LlamaIndex"),
@@ -300,32 +297,6 @@ class RagmeterEventHandler(StoreFront, BaseEventHandler):
         """How many capture problems occurred (each is also noted on its sample when it has one)."""
         return self._core.errors
 
-    def capture(
-        self,
-        id: str | int | None = None,
-        *,
-        reference: str | None = None,
-        references: list[str] | None = None,
-        reference_ids: list[str] | None = None,
-        relevance: Mapping[str, float] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Scope:
-        """``with handler.capture(id=qid, relevance=qrels[qid]): engine.query(q)``.
-
-        Gives every top-level run inside the block (in this thread or asyncio task) this
-        sample id and ground truth (:func:`ragmeter.capture.capture`; ``instrument_tags``
-        keys win). A handler that is not attached is attached while any of its scopes is
-        open. Raises :class:`~ragmeter.errors.InvalidInputError` for a bad value.
-        """
-        return super().capture(
-            id,
-            reference=reference,
-            references=references,
-            reference_ids=reference_ids,
-            relevance=relevance,
-            metadata=metadata,
-        )
-
     def _attached(self) -> bool:
         return bool(self._dispatchers)
 
@@ -335,87 +306,17 @@ class RagmeterEventHandler(StoreFront, BaseEventHandler):
         else:
             self._unregister()
 
-    def run_dataset(
-        self,
-        engine: Any,
-        dataset: _Dataset,
-        *,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
-        concurrency: int = 4,
-        progress: bool = True,
-        k_values: Iterable[int] | None = None,
-        metrics: Iterable[str] | None = None,
-        answer_metrics: Sequence[Any] | None = None,
-        failed_queries: FailedQueries = "zero",
-    ) -> DatasetReport:
-        """Run ``engine.query(query)`` (a chat engine: ``engine.chat(query)``) for every query
-        of ``dataset`` and score the samples.
-
-        ``dataset``: ``{query_id: query}`` (with ``qrels=``), a BEIR directory or a JSONL
-        file of samples (:func:`ragmeter.capture.load_dataset`). Each query runs inside
-        :meth:`capture` with its id and ground truth, ``concurrency`` at a time (threads,
-        each in a copy of your context), with a rich progress bar on stderr
-        (``progress=False`` hides it); the handler is attached for the run if it was not. A
-        chat engine keeps its chat history between queries unless you reset it. A query that
-        raises is recorded and the loop goes on. Returns a
-        :class:`~ragmeter.capture.DatasetReport` (``retrieval``, ``answers``, ``samples``,
-        ``failed``; ``k_values``/``metrics``/``failed_queries`` as in
-        :meth:`evaluate_retrieval`).
-        """
-        call = _entry(engine, ("query", "chat"))
-        detach = not self._dispatchers
-        self.attach()
-        try:
-            return self._run_dataset(
-                call,
-                dataset,
-                qrels=qrels,
-                concurrency=concurrency,
-                progress=progress,
-                k_values=k_values,
-                metrics=metrics,
-                answer_metrics=answer_metrics,
-                failed_queries=failed_queries,
-                description="LlamaIndex",
-            )
-        finally:
-            if detach:
-                self.detach()
-
-    async def arun_dataset(
-        self,
-        engine: Any,
-        dataset: _Dataset,
-        *,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
-        concurrency: int = 4,
-        progress: bool = True,
-        k_values: Iterable[int] | None = None,
-        metrics: Iterable[str] | None = None,
-        answer_metrics: Sequence[Any] | None = None,
-        failed_queries: FailedQueries = "zero",
-    ) -> DatasetReport:
-        """:meth:`run_dataset` with ``await engine.aquery(query)`` (or ``achat``),
-        ``concurrency`` tasks at a time."""
-        call: Callable[[str], Awaitable[Any]] = _entry(engine, ("aquery", "achat"))
-        detach = not self._dispatchers
-        self.attach()
-        try:
-            return await self._arun_dataset(
-                call,
-                dataset,
-                qrels=qrels,
-                concurrency=concurrency,
-                progress=progress,
-                k_values=k_values,
-                metrics=metrics,
-                answer_metrics=answer_metrics,
-                failed_queries=failed_queries,
-                description="LlamaIndex",
-            )
-        finally:
-            if detach:
-                self.detach()
+    def _dataset_call(
+        self, target: Any, options: dict[str, Any], *, asynchronous: bool
+    ) -> Callable[[str], Any]:
+        """``run_dataset`` runs ``target.query(query)`` (a chat engine: ``chat``; async:
+        ``aquery``/``achat``). A chat engine keeps its history between queries unless you
+        reset it."""
+        no_more_options(options, "LlamaIndex")
+        call: Callable[[str], Any] = _entry(
+            target, ("aquery", "achat") if asynchronous else ("query", "chat")
+        )
+        return call
 
     # -- events -------------------------------------------------------------------------
 
