@@ -227,6 +227,60 @@ def test_every_adapter_runs_a_dataset_with_the_same_options() -> None:
         assert all(params[p].kind is inspect.Parameter.KEYWORD_ONLY for p in common), cls
 
 
+def _dataset_targets() -> dict[str, tuple[Any, Any]]:
+    """``framework -> (adapter, what its run_dataset runs)``: real in-memory retrievals."""
+    from haystack import Document as HaystackDocument
+    from haystack import Pipeline
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.schema import TextNode
+    from ragmeter_haystack import RagmeterTracer
+    from ragmeter_langchain import RagmeterCallbackHandler
+    from ragmeter_llamaindex import RagmeterEventHandler
+
+    class Fixed(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [Document(DOCS[d], id=d) for d in ("d1", "d2")]
+
+    store = InMemoryDocumentStore()
+    store.write_documents([HaystackDocument(id=d, content=t) for d, t in DOCS.items()])
+    pipe = Pipeline()
+    pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=2))
+    nodes = [TextNode(id_=d, text=t) for d, t in DOCS.items()]
+    index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))
+    engine = index.as_query_engine(llm=MockLLM(max_tokens=2), similarity_top_k=2)
+    return {
+        "LangChain": (RagmeterCallbackHandler(), Fixed()),
+        "Haystack": (RagmeterTracer(), pipe),
+        "LlamaIndex": (RagmeterEventHandler(), engine),
+    }
+
+
+@pytest.mark.parametrize("framework", ["Haystack", "LangChain", "LlamaIndex"])
+def test_run_dataset_refuses_an_option_its_framework_does_not_take(framework: str) -> None:
+    from ragmeter.errors import InvalidInputError
+
+    adapter, target = _dataset_targets()[framework]
+    dataset, qrels = {"q1": QUESTION}, {"q1": {"d1": 1}}
+    with pytest.raises(InvalidInputError, match=f"concurrecy.*the {framework} adapter"):
+        adapter.run_dataset(target, dataset, qrels=qrels, concurrecy=2, progress=False)
+    foreign = "inputs" if framework != "Haystack" else "config"  # another adapter's option
+    with pytest.raises(InvalidInputError, match=f"{foreign}.*the {framework} adapter"):
+        adapter.run_dataset(target, dataset, qrels=qrels, progress=False, **{foreign: None})
+    assert len(adapter) == 0  # refused before any query ran
+    report = adapter.run_dataset(target, dataset, qrels=qrels, progress=False)
+    assert report.retrieval is not None and report.retrieval.n_queries == 1
+    assert adapter.to_run()["q1"][0] == "d1"
+
+
 @pytest.mark.parametrize(
     "package", ["ragmeter_haystack", "ragmeter_langchain", "ragmeter_llamaindex"]
 )

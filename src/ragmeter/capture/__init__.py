@@ -66,10 +66,12 @@ from ragmeter.capture._calls import CallLike, CallRecord, call_record, ranking, 
 from ragmeter.capture._dataset import (
     Dataset,
     DatasetItem,
+    DatasetJob,
     DatasetReport,
     load_dataset,
+    prepare_dataset,
 )
-from ragmeter.capture._front import DatasetFront, StoreFront, no_more_options, run_calls
+from ragmeter.capture._front import DatasetFront, StoreFront
 from ragmeter.capture._ids import (
     ID_KEY,
     METADATA_FIELDS,
@@ -113,6 +115,7 @@ __all__ = [
     "Dataset",
     "DatasetFront",
     "DatasetItem",
+    "DatasetJob",
     "DatasetReport",
     "FailedQueries",
     "Hints",
@@ -137,9 +140,8 @@ __all__ = [
     "fields_from_metadata",
     "jsonable",
     "load_dataset",
-    "no_more_options",
+    "prepare_dataset",
     "ranking",
-    "run_calls",
     "run_metadata",
     "sample_id_problem",
     "sample_keys",

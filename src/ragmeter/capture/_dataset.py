@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 __all__ = [
     "Dataset",
     "DatasetItem",
+    "DatasetJob",
     "DatasetReport",
     "arun_items",
     "check_concurrency",
     "load_dataset",
+    "prepare_dataset",
     "run_items",
     "score_dataset",
 ]
@@ -347,3 +349,96 @@ def score_dataset(
 
         answers = evaluate_rag(samples, metrics=answer_metrics)
     return DatasetReport(retrieval, answers, samples, dict(failed), uncaptured)
+
+
+@dataclass(frozen=True)
+class DatasetJob:
+    """A dataset made ready to run (:func:`prepare_dataset`): its items and judged qrels, how
+    many queries run at once, and how the captured samples are scored. :meth:`run` and
+    :meth:`arun` run one framework call per query and return the
+    :class:`DatasetReport`."""
+
+    items: list[DatasetItem]
+    judged: dict[str, dict[str, float]]
+    workers: int
+    progress: bool
+    k_values: Iterable[int] | None
+    metrics: Iterable[str] | None
+    answer_metrics: Sequence[Any] | None
+    failed_queries: FailedQueries
+
+    def run(self, call: Callable[[str], Any], store: SampleStore) -> DatasetReport:
+        """``call(query)`` for every query, ``workers`` threads at a time, scored from
+        what ``store`` captured."""
+        results, failed = run_items(
+            self.items,
+            call,
+            store,
+            workers=self.workers,
+            progress=self.progress,
+            description=store.hints.name,
+        )
+        return self._score(store.hints, results, failed)
+
+    async def arun(
+        self, call: Callable[[str], Awaitable[Any]], store: SampleStore
+    ) -> DatasetReport:
+        """:meth:`run` with ``await call(query)``, ``workers`` tasks at a time."""
+        results, failed = await arun_items(
+            self.items,
+            call,
+            store,
+            workers=self.workers,
+            progress=self.progress,
+            description=store.hints.name,
+        )
+        return self._score(store.hints, results, failed)
+
+    def _score(self, hints: Hints, results: Results, failed: dict[str, str]) -> DatasetReport:
+        return score_dataset(
+            hints,
+            self.items,
+            self.judged,
+            results,
+            failed,
+            k_values=self.k_values,
+            metrics=self.metrics,
+            answer_metrics=self.answer_metrics,
+            failed_queries=self.failed_queries,
+        )
+
+
+def prepare_dataset(
+    dataset: Dataset,
+    *,
+    qrels: Mapping[str, Mapping[str, float]] | None = None,
+    concurrency: int = 4,
+    progress: bool = True,
+    k_values: Iterable[int] | None = None,
+    metrics: Iterable[str] | None = None,
+    answer_metrics: Sequence[Any] | None = None,
+    failed_queries: FailedQueries = "zero",
+) -> DatasetJob:
+    """Load ``dataset`` and check the options of a ``run_dataset`` call, before anything runs.
+
+    ``dataset``: ``{query_id: query}`` (with ``qrels=``), a BEIR directory or a JSONL file
+    of samples (:func:`load_dataset`). Each query then runs inside a capture scope with its
+    id and ground truth, ``concurrency`` at a time (threads, each in a copy of your
+    context; tasks for :meth:`DatasetJob.arun`), with a rich progress bar on stderr
+    (``progress=False`` hides it). A query that raises is recorded and the loop goes on.
+    The :class:`DatasetReport` holds ``retrieval`` (trec_eval's numbers for the dataset's
+    judged queries; ``k_values``/``metrics``/``failed_queries`` as in
+    ``StoreFront.evaluate_retrieval``), ``answers`` (``evaluate_rag``, when the dataset has
+    reference answers or ``answer_metrics`` are given), ``samples``, ``failed``.
+    """
+    items, judged = load_dataset(dataset, qrels=qrels)
+    return DatasetJob(
+        items,
+        judged,
+        check_concurrency(concurrency),
+        progress,
+        k_values,
+        metrics,
+        answer_metrics,
+        failed_queries,
+    )

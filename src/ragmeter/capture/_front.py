@@ -8,15 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ragmeter.capture._dataset import (
-    Dataset,
-    DatasetReport,
-    arun_items,
-    check_concurrency,
-    load_dataset,
-    run_items,
-    score_dataset,
-)
+from ragmeter.capture._dataset import Dataset, DatasetReport, prepare_dataset
 from ragmeter.capture._rules import FailedQueries
 from ragmeter.capture._scope import Scope, capture
 from ragmeter.capture._store import SampleStore, SampleView
@@ -27,7 +19,7 @@ if TYPE_CHECKING:
     from ragmeter.evaluation.retrieval import MissingQueries
     from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
-__all__ = ["DatasetFront", "StoreFront", "no_more_options", "run_calls"]
+__all__ = ["DatasetFront", "StoreFront"]
 
 
 _AUTO: dict[int, list[Any]] = {}  # id(adapter) -> [open scopes, attached by them]
@@ -199,23 +191,24 @@ class DatasetFront(StoreFront):
         config=config)``; option ``config=``), a LlamaIndex query or chat engine
         (``query``/``chat``), a Haystack pipeline (``run`` with the query in ``inputs=``,
         default every open ``query`` and ``question`` input). The rest is
-        :func:`run_calls`'s; the adapter is attached for the run if it was not. An option
-        the adapter does not know is an :class:`~ragmeter.errors.InvalidInputError`.
+        :func:`~ragmeter.capture.prepare_dataset`'s; the adapter is attached for the run if
+        it was not. An option the adapter does not know is an
+        :class:`~ragmeter.errors.InvalidInputError`.
         """
-        call = self._dataset_call(target, dict(options), asynchronous=False)
+        call = self._dataset_call(target, options, asynchronous=False)
+        _no_more_options(options, self.store.hints.name)
+        job = prepare_dataset(
+            dataset,
+            qrels=qrels,
+            concurrency=concurrency,
+            progress=progress,
+            k_values=k_values,
+            metrics=metrics,
+            answer_metrics=answer_metrics,
+            failed_queries=failed_queries,
+        )
         with self._attached_for_dataset():
-            return run_calls(
-                self,
-                call,
-                dataset,
-                qrels=qrels,
-                concurrency=concurrency,
-                progress=progress,
-                k_values=k_values,
-                metrics=metrics,
-                answer_metrics=answer_metrics,
-                failed_queries=failed_queries,
-            )
+            return job.run(call, self.store)
 
     async def arun_dataset(
         self,
@@ -233,36 +226,27 @@ class DatasetFront(StoreFront):
     ) -> DatasetReport:
         """:meth:`run_dataset` with the framework's async entry point (``ainvoke``,
         ``aquery``/``achat``), ``concurrency`` tasks at a time."""
-        call = self._dataset_call(target, dict(options), asynchronous=True)
-        items, judged = load_dataset(dataset, qrels=qrels)
-        workers = check_concurrency(concurrency)
-        with self._attached_for_dataset():
-            results, failed = await arun_items(
-                items,
-                call,
-                self.store,
-                workers=workers,
-                progress=progress,
-                description=self.store.hints.name,
-            )
-        return score_dataset(
-            self.store.hints,
-            items,
-            judged,
-            results,
-            failed,
+        call = self._dataset_call(target, options, asynchronous=True)
+        _no_more_options(options, self.store.hints.name)
+        job = prepare_dataset(
+            dataset,
+            qrels=qrels,
+            concurrency=concurrency,
+            progress=progress,
             k_values=k_values,
             metrics=metrics,
             answer_metrics=answer_metrics,
             failed_queries=failed_queries,
         )
+        with self._attached_for_dataset():
+            return await job.arun(call, self.store)
 
     def _dataset_call(
         self, target: Any, options: dict[str, Any], *, asynchronous: bool
     ) -> Callable[[str], Any]:
         """The adapter's hook: ``query -> result`` running ``target`` (an awaitable result when
-        ``asynchronous``); it takes its own keys out of ``options`` and calls
-        :func:`no_more_options` on the rest."""
+        ``asynchronous``); it takes its own keys out of ``options`` (``run_dataset``'s
+        keyword options), and what is left is refused."""
         raise NotImplementedError
 
     @contextmanager
@@ -278,55 +262,7 @@ class DatasetFront(StoreFront):
             self._attach_for_scopes(False)
 
 
-def run_calls(
-    front: StoreFront,
-    call: Callable[[str], Any],
-    dataset: Dataset,
-    *,
-    qrels: Mapping[str, Mapping[str, float]] | None = None,
-    concurrency: int = 4,
-    progress: bool = True,
-    k_values: Iterable[int] | None = None,
-    metrics: Iterable[str] | None = None,
-    answer_metrics: Sequence[Any] | None = None,
-    failed_queries: FailedQueries = "zero",
-) -> DatasetReport:
-    """Run ``call(query)`` for every query of ``dataset`` and score what ``front`` captured.
-
-    ``dataset``: ``{query_id: query}`` (with ``qrels=``), a BEIR directory or a JSONL file
-    of samples (:func:`~ragmeter.capture.load_dataset`). Each query runs inside
-    ``front.capture`` with its id and ground truth, ``concurrency`` at a time (threads, each
-    in a copy of your context), with a rich progress bar on stderr (``progress=False``
-    hides it). A query that raises is recorded and the loop goes on. Returns a
-    :class:`~ragmeter.capture.DatasetReport`: ``retrieval`` (trec_eval's numbers for the
-    dataset's judged queries; ``k_values``/``metrics``/``failed_queries`` as in
-    :meth:`StoreFront.evaluate_retrieval`), ``answers`` (``evaluate_rag``, when the dataset
-    has reference answers or ``answer_metrics`` are given), ``samples``, ``failed``.
-    """
-    items, judged = load_dataset(dataset, qrels=qrels)
-    workers = check_concurrency(concurrency)
-    results, failed = run_items(
-        items,
-        call,
-        front.store,
-        workers=workers,
-        progress=progress,
-        description=front.store.hints.name,
-    )
-    return score_dataset(
-        front.store.hints,
-        items,
-        judged,
-        results,
-        failed,
-        k_values=k_values,
-        metrics=metrics,
-        answer_metrics=answer_metrics,
-        failed_queries=failed_queries,
-    )
-
-
-def no_more_options(options: Mapping[str, Any], framework: str) -> None:
+def _no_more_options(options: Mapping[str, Any], framework: str) -> None:
     """Refuse ``run_dataset`` options the adapter did not take (a typo must not vanish)."""
     if options:
         raise InvalidInputError(

@@ -17,7 +17,7 @@ from ragmeter.capture import (
     check_record,
     deprecated_option,
     describe,
-    run_calls,
+    prepare_dataset,
 )
 from ragmeter.capture import Dataset as _Dataset
 from ragmeter.errors import InvalidInputError
@@ -317,9 +317,7 @@ class RagmeterRecorder(StoreFront):
         ``failed_queries`` as in :meth:`evaluate_retrieval`).
         """
         build = input_builder(self.pipeline, inputs if inputs is not None else self.query_input)
-        return run_calls(
-            self,
-            lambda query: self.run(build(query)),
+        job = prepare_dataset(
             dataset,
             qrels=qrels,
             concurrency=concurrency,
@@ -329,6 +327,7 @@ class RagmeterRecorder(StoreFront):
             answer_metrics=answer_metrics,
             failed_queries=failed_queries,
         )
+        return job.run(lambda query: self.run(build(query)), self.store)
 
     def _include(self, user: Any) -> tuple[set[str], set[str]]:
         requested = set(user) if user else set()

@@ -38,7 +38,6 @@ from ragmeter.capture import (
     check_record,
     check_retrieval,
     describe,
-    no_more_options,
 )
 from ragmeter.errors import InvalidInputError
 from ragmeter_haystack._capture import FRAMEWORK, HaystackRun, Roles, logger, question_of
@@ -342,7 +341,6 @@ class RagmeterTracer(DatasetFront, Tracer):
         """``run_dataset`` runs ``target.run(inputs)``, the query placed by ``inputs=``
         (:func:`input_builder`; default: every open ``query`` and ``question`` input)."""
         inputs = options.pop("inputs", None)
-        no_more_options(options, "Haystack")
         if asynchronous:
             raise InvalidInputError(
                 "arun_dataset is not available for Haystack: Pipeline.run is synchronous; use "

@@ -29,7 +29,6 @@ from ragmeter.capture import (
     Scope,
     check_record,
     check_retrieval,
-    no_more_options,
 )
 from ragmeter.errors import InvalidInputError
 from ragmeter_langchain._convert import UNSET_KEY, DocId, DocIdRule, TextFn, doc_id_rule
@@ -212,7 +211,6 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
         """``run_dataset`` runs ``target.invoke(query, config=config)`` (``ainvoke`` when
         async); ``config`` is the option, with this handler added to its callbacks."""
         run_config = self._config(options.pop("config", None))
-        no_more_options(options, "LangChain")
         name = "ainvoke" if asynchronous else "invoke"
         method = getattr(target, name, None)
         if not callable(method):

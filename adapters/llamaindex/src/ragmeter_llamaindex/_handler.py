@@ -35,7 +35,6 @@ from ragmeter.capture import (
     SampleStore,
     check_record,
     check_retrieval,
-    no_more_options,
 )
 from ragmeter.errors import InvalidInputError
 from ragmeter_llamaindex._capture import FRAMEWORK, Capture, logger
@@ -312,7 +311,6 @@ class RagmeterEventHandler(DatasetFront, BaseEventHandler):
         """``run_dataset`` runs ``target.query(query)`` (a chat engine: ``chat``; async:
         ``aquery``/``achat``). A chat engine keeps its history between queries unless you
         reset it."""
-        no_more_options(options, "LlamaIndex")
         call: Callable[[str], Any] = _entry(
             target, ("aquery", "achat") if asynchronous else ("query", "chat")
         )
