@@ -537,7 +537,7 @@ def haystack(runs: int) -> dict[str, float]:
 
         return setup
 
-    recorder = RagmeterRecorder(pipe, retriever="retriever", generator="llm", max_samples=1000)
+    recorder = RagmeterRecorder(pipe, generator="llm", max_samples=1000)
 
     @contextlib.contextmanager
     def recorded() -> Iterator[Callable[[int], Any]]:
@@ -602,7 +602,7 @@ def haystack(runs: int) -> dict[str, float]:
     result = pipe.run(data(0), include_outputs_from={"retriever", "llm"})
 
     def recorder_alone(n: int = 1000) -> float:
-        rec = RagmeterRecorder(pipe, retriever="retriever", generator="llm")
+        rec = RagmeterRecorder(pipe, generator="llm")
         start = time.process_time()
         for i in range(n):
             run = rec._start(data(i), IDS[i], None, None, None, None)
@@ -616,10 +616,7 @@ def haystack(runs: int) -> dict[str, float]:
     kb_tracer = retained_kb(traced(kb_owner := RagmeterTracer(), scoped=kb_owner)) - kb_noop
     kb_none = retained_kb(traced(None))
     kb_recorder = (
-        retained_kb(
-            _recorder_setup(RagmeterRecorder(pipe, retriever="retriever", generator="llm"), data)
-        )
-        - kb_none
+        retained_kb(_recorder_setup(RagmeterRecorder(pipe, generator="llm"), data)) - kb_none
     )
     report(
         f"Haystack (BM25 top-{N_DOCS} -> ChatPromptBuilder -> fake chat generator), "

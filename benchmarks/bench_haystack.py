@@ -69,7 +69,7 @@ def build(docs: dict[str, str], top_k: int) -> Pipeline:
 
 
 def bench(name: str, pipe: Pipeline, questions: list[str], rounds: int) -> dict[str, float]:
-    recorder = RagmeterRecorder(pipe, retriever="retriever", generator="llm")
+    recorder = RagmeterRecorder(pipe, generator="llm")
     plain: list[float] = []
     recorded: list[float] = []
     paired: list[float] = []
@@ -100,7 +100,7 @@ def bench(name: str, pipe: Pipeline, questions: list[str], rounds: int) -> dict[
     data = {"retriever": {"query": q}, "prompt_builder": {"question": q}}
     result = pipe.run(data, include_outputs_from={"retriever", "llm"})
     n = 500
-    fresh = RagmeterRecorder(pipe, retriever="retriever", generator="llm")
+    fresh = RagmeterRecorder(pipe, generator="llm")
     t0 = time.perf_counter()
     for i in range(n):
         run = fresh._start(data, str(i), None, None, None, None)

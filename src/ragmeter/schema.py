@@ -27,10 +27,13 @@ from ragmeter.errors import InvalidInputError
 from ragmeter.spans import GoldSpan, Span
 
 __all__ = [
+    "CONTEXT",
     "RAG_EVAL_ALIASES",
+    "STAGE_KINDS",
     "RagSample",
     "SampleKeys",
     "SampleLike",
+    "Stage",
     "coerce_sample",
     "sample_keys",
     "samples_to_qrels",
@@ -51,6 +54,61 @@ _ALIAS_OF: dict[str, str] = {v: k for k, v in RAG_EVAL_ALIASES.items()}
 
 def _new_id() -> str:
     return uuid.uuid4().hex
+
+
+CONTEXT = "context"
+"""The name of the stage that holds the documents that reached the generator."""
+
+STAGE_KINDS: dict[str, str] = {
+    "retriever": "a retriever call: a ranking made from the query",
+    "fusion": "joins the rankings of several stages (reciprocal rank fusion, an ensemble)",
+    "reranker": "re-orders or filters the ranking of one stage (a ranker, a postprocessor, "
+    "a compressor)",
+    "stage": "a step you marked yourself",
+    "context": "the documents that reached the generator (the prompt)",
+}
+"""What :attr:`Stage.kind` may be, and what each kind means."""
+
+
+class Stage(BaseModel):
+    """One named step of a pipeline that produced a ranking (a :class:`RagSample` keeps them
+    in ``stages``, in the order they finished).
+
+    ``ids`` is the step's ranking as doc ids, best first, each doc once at its best rank
+    (chunks of one source collapse, as in ``retrieved_ids``); ``None`` when the step raised
+    before returning (``error`` says why). ``name`` is unique within a sample (the
+    framework's name for the step: a LangChain run name, a Haystack component name, a
+    LlamaIndex retriever class; a name seen twice becomes ``"<name>#2"``...). ``inputs`` names
+    the stages whose rankings the step consumed, where the framework shows it (a joiner's
+    retrievers, a reranker's retriever). The stage named :data:`CONTEXT` holds what reached
+    the generator; ``same_as`` names the stage whose ranking it is, if any.
+
+    >>> Stage(name="bm25", ids=["d3", "d1"], query="lift").kind
+    'retriever'
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Unique within the sample.")
+    kind: str = Field(default="retriever", description="One of STAGE_KINDS.")
+    ids: list[str] | None = Field(default=None, description="Doc ids, best first; None: failed.")
+    query: str | None = Field(default=None, description="The query the step was given.")
+    inputs: list[str] | None = Field(
+        default=None, description="Stages whose rankings this step consumed (when known)."
+    )
+    depth: int = Field(default=0, ge=0, description="Retriever calls enclosing this step.")
+    latency_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    error: str | None = Field(default=None, description="What the step raised.")
+    same_as: str | None = Field(
+        default=None, description="For the context: the stage whose ranking reached the model."
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in STAGE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, STAGE_KINDS))}")
+        return value
 
 
 class RagSample(BaseModel):
@@ -111,6 +169,11 @@ class RagSample(BaseModel):
         default=None, description="Character spans of the retrieved chunks, best first."
     )
     error: str | None = Field(default=None, description="The pipeline's error, if the run failed.")
+    stages: list[Stage] | None = Field(
+        default=None,
+        description="Every step that produced a ranking, in the order they finished; the "
+        "one named 'context' holds what reached the generator.",
+    )
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Tags, capture notes, extra keys."
     )
@@ -172,6 +235,21 @@ class RagSample(BaseModel):
         if self.reference_ids is not None:
             return {d: 1 for d in self.reference_ids}
         return None
+
+    def stage(self, name: str) -> Stage | None:
+        """The stage called ``name`` (``"context"``: what reached the generator), or ``None``."""
+        for stage in self.stages or ():
+            if stage.name == name:
+                return stage
+        return None
+
+    def ranking(self, stage: str | None = None) -> list[str] | None:
+        """The doc ids a retrieval metric scores: ``retrieved_ids``, or with ``stage`` the ids
+        of that stage (``None`` when the sample has no such stage or it failed)."""
+        if stage is None:
+            return self.retrieved_ids
+        found = self.stage(stage)
+        return None if found is None else found.ids
 
     def all_references(self) -> list[str]:
         """``reference`` followed by ``references``, without ``None``."""
@@ -269,8 +347,11 @@ def sample_keys(ids: Iterable[str]) -> list[str]:
     return list(map(SampleKeys(), ids))
 
 
-def samples_to_run(samples: Iterable[SampleLike]) -> dict[str, list[str]]:
-    """``{sample_id: retrieved_ids}`` for samples that carry ``retrieved_ids``.
+def samples_to_run(
+    samples: Iterable[SampleLike], *, stage: str | None = None
+) -> dict[str, list[str]]:
+    """``{sample_id: retrieved_ids}`` for samples that carry ``retrieved_ids`` (with ``stage``:
+    the ids of that stage, for samples that have it; see :meth:`RagSample.ranking`).
 
     No sample is dropped: one whose id an earlier sample already has is keyed
     ``"<id>#2"``, ``"<id>#3"``... (the first free suffix), as in ``evaluate_rag``'s
@@ -285,8 +366,9 @@ def samples_to_run(samples: Iterable[SampleLike]) -> dict[str, list[str]]:
     for i, s in enumerate(samples):
         sample = coerce_sample(s, index=i)
         key = keys(sample.id)
-        if sample.retrieved_ids is not None:
-            run[key] = list(sample.retrieved_ids)
+        ids = sample.retrieved_ids if stage is None else sample.ranking(stage)
+        if ids is not None:
+            run[key] = list(ids)
     return run
 
 

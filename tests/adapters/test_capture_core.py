@@ -136,19 +136,46 @@ def test_deprecated_option_warns_naming_both() -> None:
 # -- the lazy record ------------------------------------------------------------------------
 
 
-def test_a_record_becomes_its_sample_once_when_read() -> None:
+def test_a_record_becomes_its_sample_when_read_and_holds_it_only_while_used() -> None:
     cfg = config()
     run = record(cfg, ["d1", None, "d1"], ["a", "Paris is the capital of France.", "a"])
     assert run.sample is None  # nothing built while capturing
     sample = run.to_sample()
-    assert run.to_sample() is sample  # built once, kept
+    assert run.to_sample() is sample  # the same object while someone holds it
     assert sample.retrieved_ids == ["d1", "sha256:557be7eca214f188"]  # hashed, deduped
     assert sample.retrieved_contexts == ["a", "Paris is the capital of France."]
-    (call,) = sample.metadata["retriever_calls"]
-    assert call["ids"] == ["d1", content_doc_id("Paris is the capital of France."), "d1"]
+    retriever, context = sample.stages or []
+    assert retriever.ids == ["d1", content_doc_id("Paris is the capital of France.")]
+    assert context.name == "context" and context.same_as == retriever.name
     assert sample.user_input == "q?" and sample.response == "answer"
     assert sample.latency_ms is not None and sample.latency_ms >= 0
-    assert run.calls == () and run.meta is None  # raw references released
+    first = sample.model_dump()
+    del sample, retriever, context
+    gc.collect()
+    assert run.sample is None  # dropped by its reader: the record keeps only references
+    again = run.to_sample()
+    assert again.model_dump() == first  # built again, equal (the same generated id too)
+
+
+def test_reading_samples_does_not_grow_the_store() -> None:
+    cfg = config()
+    store = SampleStore()
+    texts = [f"text {i}" for i in range(10)]
+    ids = [f"d{i}" for i in range(10)]
+    for _ in range(500):
+        run = record(cfg, ids, texts)
+        run.finish()
+        store.add(run)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert sum(len(s.retrieved_ids or []) for s in store.samples) == 5000
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 500 * 64  # the generated id of each id-less record, no kept sample
 
 
 def test_a_value_that_does_not_validate_is_left_out_and_logged_when_read(

@@ -11,6 +11,7 @@ import logging
 import pickle
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -18,9 +19,13 @@ from ragmeter.capture import (
     Hints,
     IdWatch,
     SampleStore,
+    StageRecord,
     doc_id_problem,
+    infer_context,
     sample_keys,
     select_calls,
+    stage_list,
+    stage_names,
 )
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.rag import evaluate_rag
@@ -241,7 +246,7 @@ def test_concurrent_calls_are_noted_because_the_pick_depends_on_timing(retrieval
     assert chosen == ([a, b] if retrieval == "merge" else [b] if retrieval == "last" else [a])
     ((where, message),) = notes
     assert where == "retrieval" and "ran concurrently" in message
-    assert "retriever_name=" in message and "dense, sparse" in message
+    assert "stage=" in message and "dense, sparse" in message
     # one after the other but on two threads (a thread pool): the order is timing's too
     c = Call("sparse", ["2"], seq=1, start=2.5, end=3.0, thread=threading.get_ident())
     assert select_calls([a, c], retrieval)[1] != []  # type: ignore[arg-type]
@@ -250,3 +255,73 @@ def test_concurrent_calls_are_noted_because_the_pick_depends_on_timing(retrieval
     assert select_calls([a, d], retrieval)[1] == []  # type: ignore[arg-type]
     # picked by a name that is called once: nothing to note
     assert select_calls([a, b], retrieval, "dense")[1] == []  # type: ignore[arg-type]
+
+
+# -- stages: which ranking reached the generator ------------------------------------------------
+
+
+def _stage(name: str, start: float, end: float, **kwargs: Any) -> StageRecord:
+    stage = StageRecord(name, None, kwargs.pop("depth", 0), **kwargs)
+    stage.done([name], [name])
+    stage.start, stage.end = start, end
+    return stage
+
+
+def test_one_outermost_stage_is_the_context() -> None:
+    inner = _stage("inner", 0.0, 1.0, depth=1)
+    outer = _stage("outer", 0.0, 2.0)
+    assert infer_context([outer, inner]) == (outer, None)
+
+
+def test_stages_one_after_the_other_the_last_is_the_context() -> None:
+    first, second = _stage("a", 0.0, 1.0), _stage("b", 1.5, 2.0)
+    assert infer_context([first, second]) == (second, None)
+
+
+def test_stages_that_overlap_in_time_have_no_context() -> None:
+    a, b = _stage("dense", 0.0, 2.0), _stage("sparse", 1.0, 3.0)
+    context, note = infer_context([a, b], hint="Mark the fused list.")
+    assert context is None and note is not None
+    assert note.startswith("2 stages produced rankings (dense, sparse) and none can be")
+    assert "ran concurrently" in note and note.endswith("Mark the fused list.")
+
+
+def test_stages_in_two_branches_of_one_fork_have_no_context_whatever_the_clock() -> None:
+    # a thread pool may run two parallel branches one after the other on one thread
+    a = _stage("dense", 0.0, 1.0, branch=((7, "dense"),))
+    b = _stage("sparse", 1.5, 2.0, branch=((7, "sparse"),))
+    assert infer_context([a, b])[0] is None
+    fused = _stage("fused", 2.5, 3.0, branch=())
+    assert infer_context([a, b, fused]) == (fused, None)  # after the fork: the context
+    # the same branch of a fork, one after the other: deterministic
+    c = _stage("c", 1.5, 2.0, branch=((7, "dense"),))
+    assert infer_context([a, c]) == (c, None)
+
+
+def test_when_the_flow_is_known_two_unconsumed_stages_have_no_context() -> None:
+    a = _stage("bm25", 0.0, 1.0)
+    b = _stage("dense", 1.5, 2.0)
+    assert infer_context([a, b], flow_known=True)[0] is None
+    joiner = _stage("joiner", 2.5, 3.0, inputs=("bm25", "dense"))
+    assert infer_context([a, b, joiner], flow_known=True) == (joiner, None)
+
+
+def test_stage_names_are_unique_and_same_named_concurrent_stages_are_noted() -> None:
+    a, b = _stage("bm25", 0.0, 2.0), _stage("bm25", 1.0, 3.0)
+    names, notes = stage_names([a, b, _stage("dense", 4.0, 5.0)])
+    assert names == ["bm25", "bm25#2", "dense"]
+    [note] = notes
+    assert "2 stages named 'bm25' ran concurrently" in note and "'bm25#2'" in note
+    assert stage_names([_stage("x", 0.0, 1.0), _stage("x", 2.0, 3.0)])[1] == []
+
+
+def test_the_stage_list_names_inputs_and_the_context() -> None:
+    inner = _stage("bm25", 0.0, 1.0, depth=1)
+    outer = _stage("ensemble", 0.0, 2.0, kind="fusion")
+    inner.parent = outer
+    listed, _, _ = stage_list([outer, inner], outer)
+    assert [(s["name"], s.get("inputs"), s.get("same_as")) for s in listed] == [
+        ("bm25", None, None),
+        ("ensemble", ["bm25"], None),
+        ("context", ["ensemble"], "ensemble"),
+    ]

@@ -118,7 +118,7 @@ def _haystack(runs: Runs, *, good_doc_ids: bool = True) -> Any:
     pipe.add_component("guard", Guard())
     pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=2))
     pipe.connect("guard.query", "retriever.query")
-    recorder = RagmeterRecorder(pipe, retriever="retriever")
+    recorder = RagmeterRecorder(pipe)
     for sid, text in runs:
         with contextlib.suppress(Exception):  # Haystack wraps it in PipelineRuntimeError
             recorder.run({"guard": {"query": text}}, sample_id=sid)

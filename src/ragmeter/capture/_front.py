@@ -6,9 +6,14 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ragmeter.capture._dataset import Dataset, DatasetReport, prepare_dataset
+from ragmeter.capture._dataset import (
+    Dataset,
+    DatasetReport,
+    check_concurrency,
+    prepare_dataset,
+)
 from ragmeter.capture._rules import FailedQueries
 from ragmeter.capture._scope import Scope, capture
 from ragmeter.capture._store import SampleStore, SampleView
@@ -18,12 +23,66 @@ from ragmeter.schema import RagSample
 if TYPE_CHECKING:
     from ragmeter.evaluation.retrieval import MissingQueries
     from ragmeter.report import RagEvalReport, RetrievalEvalReport
+    from ragmeter.stages import StageReport
 
-__all__ = ["DatasetFront", "StoreFront"]
+__all__ = ["Attachment", "DatasetFront", "StoreFront"]
 
 
-_AUTO: dict[int, list[Any]] = {}  # id(adapter) -> [open scopes, attached by them]
-_AUTO_LOCK = threading.Lock()
+class Attachment:
+    """When an observer is registered with its framework: while it is attached explicitly
+    (``attach()``) or while any of its ``capture()`` scopes or dataset runs is open.
+
+    ``register(True)``/``register(False)`` is the adapter's own registration (Haystack's
+    tracer hub, LlamaIndex's dispatcher); it is called only when that state changes, so
+    ``attach()``, scopes and ``detach()`` may come in any order and the framework ends
+    exactly as it was before. Thread-safe.
+    """
+
+    __slots__ = ("_lock", "_register", "explicit", "registered", "scopes")
+
+    def __init__(self, register: Callable[[bool], None]) -> None:
+        self._register = register
+        self._lock = threading.RLock()
+        self.explicit = False
+        self.scopes = 0
+        self.registered = False
+
+    def attach(self) -> None:
+        """Attached explicitly (idempotent)."""
+        with self._lock:
+            self.explicit = True
+            self._sync()
+
+    def detach(self) -> None:
+        """No longer attached explicitly (stays registered while a scope is open)."""
+        with self._lock:
+            self.explicit = False
+            self._sync()
+
+    def open(self) -> None:
+        """A scope or dataset run opened."""
+        with self._lock:
+            self.scopes += 1
+            self._sync()
+
+    def close(self) -> None:
+        """A scope or dataset run closed."""
+        with self._lock:
+            self.scopes = max(0, self.scopes - 1)
+            self._sync()
+
+    def refresh(self) -> None:
+        """Register again if wanted (the framework may have been reset meanwhile)."""
+        with self._lock:
+            if self.explicit or self.scopes:
+                self._register(True)
+                self.registered = True
+
+    def _sync(self) -> None:
+        wanted = self.explicit or self.scopes > 0
+        if wanted != self.registered:
+            self._register(wanted)
+            self.registered = wanted
 
 
 class StoreFront:
@@ -67,10 +126,11 @@ class StoreFront:
         """Forget the captured samples (runs still in flight finish and are stored normally)."""
         self.store.clear()
 
-    def to_run(self) -> dict[str, list[str]]:
-        """``{sample_id: [doc_id, ...]}`` for :func:`ragmeter.evaluate_run` (a repeated id is
+    def to_run(self, stage: str | None = None) -> dict[str, list[str]]:
+        """``{sample_id: [doc_id, ...]}`` for :func:`ragmeter.evaluate_run`: what reached the
+        generator (``context``), or with ``stage`` that stage's ranking (a repeated id is
         keyed ``"<id>#2"``...)."""
-        return self.store.to_run()
+        return self.store.to_run(stage)
 
     def to_qrels(self) -> dict[str, dict[str, float]]:
         """``{sample_id: {doc_id: grade}}`` from the ground truth the samples carry."""
@@ -84,31 +144,66 @@ class StoreFront:
         """Score the samples with :func:`ragmeter.evaluate_rag` (keyword arguments pass through)."""
         return self.store.evaluate(**kwargs)
 
+    @overload
     def evaluate_retrieval(
         self,
         qrels: Mapping[str, Mapping[str, float]] | None = None,
         *,
+        stage: str | None = None,
+        stages: Literal[False, None] = None,
         only_captured: bool = False,
         missing_queries: MissingQueries | None = None,
         failed_queries: FailedQueries = "zero",
         **kwargs: Any,
-    ) -> RetrievalEvalReport:
-        """Score the captured run with :func:`ragmeter.evaluate_run` (``qrels`` default: the
-        ground truth the samples carry).
+    ) -> RetrievalEvalReport: ...
 
-        A judged query never captured scores 0 (trec_eval ``-c``) unless
-        ``only_captured=True`` (= ``missing_queries="skip"``); a sample whose run failed
-        before a ranking was captured scores 0 unless ``failed_queries="skip"``, and is
-        listed in ``report.extra["capture"]["failed"]``; a repeated sample id is scored as
+    @overload
+    def evaluate_retrieval(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        stage: str | None = None,
+        stages: Literal[True] | Sequence[str],
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
+    ) -> StageReport: ...
+
+    def evaluate_retrieval(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        stage: str | None = None,
+        stages: bool | Sequence[str] | None = None,
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
+    ) -> RetrievalEvalReport | StageReport:
+        """Score the captured rankings with :func:`ragmeter.evaluate_run` (``qrels`` default:
+        the ground truth the samples carry).
+
+        The ranking scored is what reached the generator (``context``), or with
+        ``stage="<name>"`` that stage's; ``stages=True`` scores every stage and returns a
+        :class:`~ragmeter.stages.StageReport` (what each step gained or lost, with a paired
+        confidence interval). A judged query never captured scores 0 (trec_eval ``-c``)
+        unless ``only_captured=True`` (= ``missing_queries="skip"``); a sample whose run
+        failed before a ranking was captured scores 0 unless ``failed_queries="skip"``, and
+        is listed in ``report.extra["capture"]["failed"]``; a repeated sample id is scored as
         ``"<id>#2"``... See :meth:`SampleStore.evaluate_retrieval`.
         """
-        return self.store.evaluate_retrieval(
+        evaluate: Any = self.store.evaluate_retrieval  # one call for both overloads
+        result: RetrievalEvalReport | StageReport = evaluate(
             qrels,
+            stage=stage,
+            stages=stages,
             only_captured=only_captured,
             missing_queries=missing_queries,
             failed_queries=failed_queries,
             **kwargs,
         )
+        return result
 
     def capture(
         self,
@@ -137,33 +232,21 @@ class StoreFront:
 
     # -- attaching while capture() scopes are open ----------------------------------------
 
-    def _attached(self) -> bool:
-        """Whether the adapter already captures everything (no attaching needed)."""
-        return True
-
-    def _attach_for_scopes(self, on: bool) -> None:
-        """Attach (``on``) or detach the adapter for open ``capture()`` scopes."""
+    def _attachment(self) -> Attachment | None:
+        """The adapter's :class:`Attachment` (``None``: it needs no registering)."""
+        return None
 
     def _scope_opened(self, scope: Scope) -> None:
-        """A ``capture()`` scope of this adapter opened: attach it while any is open, if it
-        was not attached (the first scope attaches, the last one to close detaches)."""
-        with _AUTO_LOCK:
-            state = _AUTO.setdefault(id(self), [0, False])
-            state[0] += 1
-            if state[0] == 1 and not self._attached():
-                self._attach_for_scopes(True)
-                state[1] = True
+        """A ``capture()`` scope of this adapter opened: it is registered while any is open
+        (and while attached explicitly)."""
+        attachment = self._attachment()
+        if attachment is not None:
+            attachment.open()
 
     def _scope_closed(self, scope: Scope) -> None:
-        with _AUTO_LOCK:
-            state = _AUTO.get(id(self))
-            if state is None:
-                return
-            state[0] -= 1
-            if state[0] <= 0:
-                del _AUTO[id(self)]
-                if state[1]:
-                    self._attach_for_scopes(False)
+        attachment = self._attachment()
+        if attachment is not None:
+            attachment.close()
 
 
 class DatasetFront(StoreFront):
@@ -200,7 +283,7 @@ class DatasetFront(StoreFront):
         job = prepare_dataset(
             dataset,
             qrels=qrels,
-            concurrency=concurrency,
+            concurrency=self._dataset_workers(target, check_concurrency(concurrency)),
             progress=progress,
             k_values=k_values,
             metrics=metrics,
@@ -231,7 +314,7 @@ class DatasetFront(StoreFront):
         job = prepare_dataset(
             dataset,
             qrels=qrels,
-            concurrency=concurrency,
+            concurrency=self._dataset_workers(target, check_concurrency(concurrency)),
             progress=progress,
             k_values=k_values,
             metrics=metrics,
@@ -249,17 +332,23 @@ class DatasetFront(StoreFront):
         keyword options), and what is left is refused."""
         raise NotImplementedError
 
+    def _dataset_workers(self, target: Any, concurrency: int) -> int:
+        """How many queries of ``target`` may run at once (the adapter may lower it: an
+        object that is not thread-safe runs one query at a time)."""
+        return concurrency
+
     @contextmanager
     def _attached_for_dataset(self) -> Iterator[None]:
-        """Attach the adapter for a dataset run when it is not attached (and detach after)."""
-        if self._attached():
+        """Keep the adapter registered while a dataset runs."""
+        attachment = self._attachment()
+        if attachment is None:
             yield
             return
-        self._attach_for_scopes(True)
+        attachment.open()
         try:
             yield
         finally:
-            self._attach_for_scopes(False)
+            attachment.close()
 
 
 def _no_more_options(options: Mapping[str, Any], framework: str) -> None:

@@ -25,7 +25,9 @@ __all__ = [
     "check_failed",
     "check_record",
     "check_retrieval",
+    "check_stage",
     "deprecated_option",
+    "deprecated_selection",
     "doc_id_problem",
     "sample_id_problem",
 ]
@@ -69,6 +71,33 @@ def check_retrieval(value: object) -> Retrieval:
     return "last" if choice == "last" else "first" if choice == "first" else "merge"
 
 
+def check_stage(value: object, option: str = "stage") -> str:
+    """``value`` if it names a stage (a non-empty str: ``"context"`` or a stage's name), else
+    :class:`InvalidInputError`.
+
+    >>> check_stage("bm25")
+    'bm25'
+    """
+    if isinstance(value, str) and value:
+        return value
+    raise InvalidInputError(
+        f"{option} must name a stage: 'context' (what reached the generator, the default) or "
+        f"a stage's name such as a retriever's, got {value!r}"
+    )
+
+
+def deprecated_selection(owner: str, old: str, *, stacklevel: int = 3) -> None:
+    """Warn (``DeprecationWarning``) that ``owner(old=...)`` is replaced by ``stage=``."""
+    warnings.warn(
+        f"{owner}({old}=...) is deprecated: every captured sample keeps each step that "
+        "produced a ranking as a stage and scores 'context' (what reached the generator) by "
+        f"default; pick another with stage='<name>' ({old}= will be removed in a future "
+        "release)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def check_failed(value: object) -> FailedQueries:
     return "zero" if _choice(value, FAILED_QUERIES, "failed_queries") == "zero" else "skip"
 
@@ -80,13 +109,15 @@ class Hints:
 
     ``label`` is the framework's display name (progress bars, messages).
     ``sample_id`` says how to give each captured run its query id; ``doc_id`` how to make a
-    retrieved document's id the one the qrels use (naming the current setting).
+    retrieved document's id the one the qrels use (naming the current setting); ``stage``
+    how to say which ranking reached the generator when ragmeter cannot tell.
     """
 
     framework: str = "ragmeter"
     sample_id: str = "Give each sample the query id the qrels use (RagSample.id)."
     doc_id: str = "Make retrieved_ids the doc ids the qrels use."
     label: str = ""
+    stage: str = "Pick the stage to score by name with stage='<name>'."
 
     @property
     def name(self) -> str:

@@ -6,13 +6,14 @@ import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ragmeter.capture._record import RunRecord
+from ragmeter.capture._record import NO_CONTEXT, RunRecord
 from ragmeter.capture._rules import (
     FailedQueries,
     Hints,
     check_failed,
+    check_stage,
     doc_id_problem,
     sample_id_problem,
 )
@@ -23,6 +24,7 @@ from ragmeter.schema import RagSample, sample_keys, samples_to_qrels, samples_to
 if TYPE_CHECKING:
     from ragmeter.evaluation.retrieval import MissingQueries
     from ragmeter.report import RagEvalReport, RetrievalEvalReport
+    from ragmeter.stages import StageReport
 
 __all__ = ["Entry", "SampleStore", "SampleView", "materialize"]
 
@@ -119,7 +121,12 @@ class SampleStore:
         self.hints = hints if hints is not None else Hints()
 
     def add(self, sample: RagSample | RunRecord) -> None:
-        """Store one finished sample (or run record)."""
+        """Store one finished sample (or run record); a record made under a batch scope takes
+        its query's id first (:meth:`RunRecord.claim_batch`)."""
+        scope = sample.scope if isinstance(sample, RunRecord) else None
+        if isinstance(scope, Scope) and scope.batch is not None:
+            sample.claim_batch()  # type: ignore[union-attr]  # a RunRecord: it has a scope
+            scope = sample.scope  # type: ignore[union-attr]
         with self._lock:
             items = self._items
             items.append(sample)
@@ -131,7 +138,6 @@ class SampleStore:
                     # max_samples entries every max_samples evictions is O(1) per sample
                     self._items = items[self._start :]
                     self._start = 0
-        scope = sample.scope if isinstance(sample, RunRecord) else None
         if isinstance(scope, Scope) and scope._records is not None:
             scope._records.append((self, sample))
 
@@ -168,13 +174,15 @@ class SampleStore:
         with self._lock:
             return len(self._items) - self._start
 
-    def to_run(self) -> dict[str, list[str]]:
-        """``{sample_id: [doc_id, ...]}``, ready for :func:`ragmeter.evaluate_run`.
+    def to_run(self, stage: str | None = None) -> dict[str, list[str]]:
+        """``{sample_id: [doc_id, ...]}``, ready for :func:`ragmeter.evaluate_run`: each
+        sample's ``retrieved_ids`` (the ``context`` stage unless the adapter was told
+        otherwise), or with ``stage`` that stage's ranking (``"context"``, ``"bm25"``...).
 
         A sample whose id an earlier sample already has is keyed ``"<id>#2"``, ``"<id>#3"``...
-        (as in ``evaluate_rag``'s ``per_sample``); samples without a ranking are left out.
+        (as in ``evaluate_rag``'s ``per_sample``); samples without that ranking are left out.
         """
-        return samples_to_run(self.samples)
+        return samples_to_run(self.samples, stage=stage)
 
     def to_qrels(self) -> dict[str, dict[str, float]]:
         """``{sample_id: {doc_id: grade}}`` from the relevance the samples carry (same keys)."""
@@ -187,23 +195,67 @@ class SampleStore:
         return write_jsonl(self.samples, path)
 
     def evaluate(self, **kwargs: Any) -> RagEvalReport:
-        """Score the captured samples with :func:`ragmeter.evaluate_rag` (kwargs pass through)."""
+        """Score the captured samples with :func:`ragmeter.evaluate_rag` (kwargs pass through);
+        a store that dropped samples past ``max_samples`` says so in the report's warnings."""
         from ragmeter.evaluation.rag import evaluate_rag
 
-        return evaluate_rag(self.samples, **kwargs)
+        samples = self.samples
+        report = evaluate_rag(samples, **kwargs)
+        if self.dropped:
+            report.warnings.append(
+                f"CAUTION [capture] (max_samples): {self.dropped} captured samples were dropped "
+                f"because the store keeps at most max_samples={self.max_samples} (the oldest go "
+                f"first); the report covers the {len(samples)} samples kept"
+            )
+            report.extra["capture_dropped"] = self.dropped
+        return report
+
+    @overload
+    def evaluate_retrieval(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        stage: str | None = None,
+        stages: Literal[False, None] = None,
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
+    ) -> RetrievalEvalReport: ...
+
+    @overload
+    def evaluate_retrieval(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        stage: str | None = None,
+        stages: Literal[True] | Sequence[str],
+        only_captured: bool = False,
+        missing_queries: MissingQueries | None = None,
+        failed_queries: FailedQueries = "zero",
+        **kwargs: Any,
+    ) -> StageReport: ...
 
     def evaluate_retrieval(
         self,
         qrels: Mapping[str, Mapping[str, float]] | None = None,
         *,
+        stage: str | None = None,
+        stages: bool | Sequence[str] | None = None,
         only_captured: bool = False,
         missing_queries: MissingQueries | None = None,
         failed_queries: FailedQueries = "zero",
         **kwargs: Any,
-    ) -> RetrievalEvalReport:
+    ) -> RetrievalEvalReport | StageReport:
         """Score every captured ranking with :func:`ragmeter.evaluate_run` (kwargs pass through).
 
-        ``qrels`` defaults to the relevance carried by the samples themselves. The rules:
+        ``qrels`` defaults to the relevance carried by the samples themselves. The ranking
+        scored is each sample's ``retrieved_ids`` (its ``context`` stage, what reached the
+        generator, unless the adapter was told otherwise), or with ``stage="<name>"`` that
+        stage's. ``stages=True`` (or a list of stage names) scores every stage instead and
+        returns a :class:`~ragmeter.stages.StageReport`: one row per stage, and what each
+        step gained or lost against the one(s) it consumed, with a paired confidence
+        interval. The rules:
 
         * a judged query that was never captured scores 0 and counts in the mean
           (``missing_queries="zero"``, trec_eval ``-c``, the default), or is left out
@@ -224,6 +276,24 @@ class SampleStore:
         from ragmeter.evaluation.retrieval import evaluate_run
         from ragmeter.report import WarningLog
 
+        if stages:
+            from ragmeter.stages import evaluate_stages
+
+            if stage is not None:
+                raise InvalidInputError(
+                    "pass stage= (score one stage) or stages= (score several), not both"
+                )
+            return evaluate_stages(
+                self,
+                qrels,
+                stages=None if stages is True else list(stages),
+                only_captured=only_captured,
+                missing_queries=missing_queries,
+                failed_queries=failed_queries,
+                **kwargs,
+            )
+        if stage is not None:
+            stage = check_stage(stage)
         if only_captured and missing_queries not in (None, "skip"):
             raise InvalidInputError(
                 f"only_captured=True means missing_queries='skip' (judged queries never captured "
@@ -235,6 +305,8 @@ class SampleStore:
             missing = "skip" if only_captured else "zero"
         failed_rule = check_failed(failed_queries)
         samples = list(self.samples)
+        if not samples:
+            raise InvalidInputError(self._nothing_captured())
         keys = sample_keys([s.id for s in samples])
         notes: list[tuple[str, str]] = []
         judged = self._judgements(qrels, samples, keys, notes)
@@ -244,8 +316,9 @@ class SampleStore:
         unranked: list[str] = []
         troubled: list[str] = []
         for key, sample in zip(keys, samples, strict=True):
-            if sample.retrieved_ids is not None:
-                run[key] = list(sample.retrieved_ids)
+            ids = sample.retrieved_ids if stage is None else sample.ranking(stage)
+            if ids is not None:
+                run[key] = list(ids)
             elif key in judged:
                 (failed if sample.error is not None else unranked).append(key)
             if key in judged and sample.metadata.get("capture_errors"):
@@ -264,7 +337,7 @@ class SampleStore:
                 "them out: nothing is left to score"
             )
         self._note_problems(
-            samples, keys, judged, run, failed, failed_rule, unranked, troubled, notes
+            samples, keys, judged, run, failed, failed_rule, unranked, troubled, notes, stage
         )
 
         log = kwargs.pop("warnings", None)
@@ -282,15 +355,32 @@ class SampleStore:
             counts[s.id] += 1
         report.extra["capture"] = {
             "framework": self.hints.framework,
+            "stage": stage if stage is not None else "retrieved_ids",
             "samples": len(samples),
+            "dropped": self.dropped,
             "failed": failed,
             "failed_queries": failed_rule,
             "unranked": unranked,
             "repeated": {sid: n for sid, n in counts.items() if n > 1},
             "unjudged": sum(1 for key in run if key not in judged),
             "capture_errors": len(troubled),
+            "no_context": sum(1 for s in samples if _no_context(s) is not None),
         }
         return report
+
+    def _nothing_captured(self) -> str:
+        """Why a store with no sample cannot be scored, and the likely causes."""
+        hints = self.hints
+        return (
+            f"the {hints.name} adapter holds 0 captured samples, so there is no run to "
+            "score. Likely causes: the handler was not attached to what ran (pass it in the "
+            "framework's callbacks, or run inside `with handler.capture(id=...)`); "
+            "record='tagged' keeps only runs that carry an id (capture(id=...) or "
+            "ragmeter_id); a capture() scope opened in one thread does not reach work the "
+            "pipeline ran in a thread pool started outside it (submit "
+            "ragmeter.capture.propagate(fn) instead of fn); or drain()/clear() already took "
+            f"the samples. {hints.sample_id}"
+        )
 
     def _judgements(
         self,
@@ -351,7 +441,18 @@ class SampleStore:
         unranked: Sequence[str],
         troubled: Sequence[str],
         notes: list[tuple[str, str]],
+        stage: str | None = None,
     ) -> None:
+        if self.dropped:
+            notes.append(
+                (
+                    "max_samples",
+                    f"{self.dropped} captured samples were dropped because the store keeps at "
+                    f"most max_samples={self.max_samples} (the oldest go first); the report "
+                    f"covers the {len(samples)} kept. Raise max_samples or drain() more often "
+                    "to score every run.",
+                )
+            )
         repeats = [key for key, sample in zip(keys, samples, strict=True) if key != sample.id]
         if repeats:
             n = len(repeats)
@@ -379,18 +480,35 @@ class SampleStore:
                     f"was captured ({some_ids(failed, 5)}; see sample.error): {rule}",
                 )
             )
+        sample_of = dict(zip(keys, samples, strict=True))
+        blind = [key for key in unranked if _no_context(sample_of[key]) is not None]
+        if blind:
+            seen = sorted({str(st.name) for key in blind for st in sample_of[key].stages or ()})
+            notes.append(
+                (
+                    "no_context",
+                    f"{len(blind)} captured samples had several stages and none can be "
+                    f"identified as what reached the generator ({some_ids(blind)}; stages "
+                    f"seen: {', '.join(seen)}), so they have no ranking to score and score "
+                    f"0. {self.hints.stage}",
+                )
+            )
+        unranked = [key for key in unranked if key not in set(blind)]
         if unranked:
+            what = (
+                f"no stage {stage!r}"
+                if stage is not None
+                else "no ranking although their run did not fail"
+            )
             notes.append(
                 (
                     "unranked",
-                    f"{len(unranked)} captured samples have no ranking although their run did "
-                    f"not fail ({some_ids(unranked)}): no retriever ran, or none was picked "
-                    "(see their metadata['retriever_calls'] and ['capture_errors']); they "
-                    "score 0",
+                    f"{len(unranked)} captured samples have {what} ({some_ids(unranked)}): no "
+                    "retriever ran, or the stage was not there (see their stages and "
+                    "metadata['capture_errors']); they score 0",
                 )
             )
         if troubled:
-            sample_of = dict(zip(keys, samples, strict=True))
             first = sample_of[troubled[0]].metadata["capture_errors"]
             notes.append(
                 (
@@ -402,3 +520,11 @@ class SampleStore:
         problem = doc_id_problem({k: v for k, v in run.items() if v}, judged, self.hints.doc_id)
         if problem is not None:
             notes.append(("doc_ids", problem))
+
+
+def _no_context(sample: RagSample) -> str | None:
+    """The sample's note that no stage could be identified as its context, if any."""
+    for note in sample.metadata.get("capture_errors") or ():
+        if isinstance(note, str) and note.startswith(NO_CONTEXT):
+            return note
+    return None

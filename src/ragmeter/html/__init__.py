@@ -16,6 +16,8 @@ file, and the data is JSON embedded in the file too. Every string that came from
 * :func:`write_comparison` (``CompareResult.to_html``): means, the difference with its
   confidence interval and p-value, win/tie/loss counts, a per-query scatter, the queries
   that moved most, and both systems' drill-downs side by side.
+* :func:`write_stage_report` (``StageReport.to_html``): every stage of a pipeline scored,
+  a bar per stage and the table of what each step gained or lost (static, no script).
 
 A page stays under ``max_bytes`` (default 9.5 MB) by cutting long texts, then leaving them
 out (a note in the page says so); per-item scores are always complete. ``import ragmeter``
@@ -34,6 +36,7 @@ from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import SampleLike
 
 if TYPE_CHECKING:
+    from ragmeter.stages import StageReport
     from ragmeter.stats import CompareResult
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "write_comparison",
     "write_rag_report",
     "write_retrieval_report",
+    "write_stage_report",
 ]
 
 DEFAULT_MAX_BYTES = 9_500_000
@@ -290,3 +294,19 @@ def write_comparison(
         max_bytes=max_bytes,
     )
     return _write(path, page)
+
+
+def write_stage_report(report: StageReport, path: PathLike, *, title: str | None = None) -> Path:
+    """Write a :class:`~ragmeter.stages.StageReport` as one self-contained HTML file at
+    ``path``; return the path. The page holds a bar per stage (its mean on the comparison
+    metric) and the stage table: every stage's metrics and what each step gained or lost
+    against the stage(s) it consumed, with the confidence interval and p-value; rows whose
+    change is significant are marked. Raises :class:`~ragmeter.errors.InvalidInputError`
+    for anything but a stage report.
+    """
+    from ragmeter.html._stages import render_stages
+    from ragmeter.stages import StageReport
+
+    if not isinstance(report, StageReport):
+        raise InvalidInputError(f"report must be a StageReport, got {type(report).__name__}")
+    return _write(path, render_stages(report, title=title))

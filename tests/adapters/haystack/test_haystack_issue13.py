@@ -109,8 +109,9 @@ def test_a_yaml_loaded_pipeline_is_captured_without_the_recorder(
     assert sample.user_input == queries["1"] and sample.response == "lift"
     assert (sample.input_tokens, sample.output_tokens) == (120, 7)
     assert sample.retrieved_contexts is not None and len(sample.retrieved_contexts) == 10
-    (call,) = sample.metadata["retriever_calls"]
-    assert call["name"] == "retriever" and call["query"] == queries["1"]
+    (stage, context) = sample.stages or []
+    assert stage.name == "retriever" and stage.query == queries["1"]
+    assert context.same_as == "retriever" and context.ids == sample.retrieved_ids
     report = tracer.evaluate_retrieval(k_values=(10,), metrics=["ndcg"])
     assert (
         report.metrics

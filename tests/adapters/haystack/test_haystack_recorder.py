@@ -35,7 +35,7 @@ def test_run_returns_the_normal_result_and_records_a_sample(
     rag: Pipeline, make_rag: Any, rag_input: Any, cranfield: Any
 ) -> None:
     _, queries, _ = cranfield
-    recorder = RagmeterRecorder(rag, retriever="retriever", generator="llm")
+    recorder = RagmeterRecorder(rag, generator="llm")
     plain = make_rag().run(rag_input(queries["1"]))
     result = recorder.run(rag_input(queries["1"]), sample_id="1")
     assert result == plain  # the documents asked for with include_outputs_from are removed
@@ -58,12 +58,14 @@ def test_run_returns_the_normal_result_and_records_a_sample(
 
 def test_ids_are_the_retrievers_ranking(rag: Pipeline, rag_input: Any, cranfield: Any) -> None:
     _, queries, _ = cranfield
-    recorder = RagmeterRecorder(rag)  # defaults: the retriever's documents, the llm's replies
-    assert (recorder.retriever, recorder.generator) == ("retriever", "llm")
+    recorder = RagmeterRecorder(rag)  # defaults: what reached the prompt, the llm's replies
     recorder.run(rag_input(queries["2"]), sample_id="2", include_outputs_from={"retriever"})
     recorder.run(rag_input(queries["3"]), sample_id="3")
     direct = rag.run(rag_input(queries["2"]), include_outputs_from={"retriever"})
     assert recorder.to_run()["2"] == [d.id for d in direct["retriever"]["documents"]]
+    assert recorder.to_run(stage="retriever") == recorder.to_run()
+    [stage, context] = recorder.samples[0].stages or []
+    assert (stage.name, stage.kind, context.same_as) == ("retriever", "retriever", "retriever")
 
 
 def test_user_include_outputs_from_is_kept(rag: Pipeline, rag_input: Any, cranfield: Any) -> None:
@@ -78,7 +80,7 @@ def test_captured_run_scores_match_pytrec_eval(
     rag: Pipeline, rag_input: Any, cranfield: Any
 ) -> None:
     _, queries, qrels = cranfield
-    recorder = RagmeterRecorder(rag, retriever="retriever", generator="llm")
+    recorder = RagmeterRecorder(rag, generator="llm")
     qids = _qids(cranfield)
     for qid in qids:
         recorder.run(rag_input(queries[qid]), sample_id=qid)
@@ -146,7 +148,7 @@ def test_pipeline_retriever_on_a_retrieval_pipeline(
 
 def test_run_async_and_concurrent_runs(async_rag: Any, rag_input: Any, cranfield: Any) -> None:
     _, queries, _ = cranfield
-    recorder = RagmeterRecorder(async_rag, retriever="retriever", generator="llm")
+    recorder = RagmeterRecorder(async_rag, generator="llm")
     qids = ["1", "2", "3", "4"]
 
     async def main() -> list[dict[str, Any]]:
@@ -176,8 +178,9 @@ def test_store_surface_clear_and_metadata(rag: Pipeline, rag_input: Any, cranfie
     assert first.id == "q1" and first.reference == "similarity laws"
     assert first.metadata["run_metadata"] == {"team": "x"}
     assert first.metadata["framework"] == "haystack"
-    (call,) = first.metadata["retriever_calls"]  # as in every adapter
-    assert call["name"] == "retriever" and call["ids"] == first.retrieved_ids and call["used"]
+    stage, context = first.stages or []  # as in every adapter
+    assert stage.name == "retriever" and stage.ids == first.retrieved_ids
+    assert context.name == "context" and context.same_as == "retriever"
     assert second.reference_ids == ["12"] and len(second.id) == 32  # a generated uuid4 hex
     assert recorder.to_qrels() == {second.id: {"12": 1}}
     recorder.clear()
@@ -367,7 +370,12 @@ def test_capture_errors_never_break_the_pipeline_and_are_logged_once(
 
 def test_missing_component_names_it(rag: Pipeline) -> None:
     with pytest.raises(
-        ValueError, match=r"retriever='retriver': the pipeline has no component named 'retriver'"
+        ValueError, match=r"stage='retriver': the pipeline has no component named 'retriver'"
+    ):
+        RagmeterRecorder(rag, stage="retriver")
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(ValueError, match=r"retriever='retriver': the pipeline has no component"),
     ):
         RagmeterRecorder(rag, retriever="retriver")
     with pytest.raises(
@@ -377,20 +385,30 @@ def test_missing_component_names_it(rag: Pipeline) -> None:
     with pytest.raises(
         InvalidInputError, match=r"component 'prompt_builder' has no output 'documents'"
     ):
-        RagmeterRecorder(rag, retriever="prompt_builder")
+        RagmeterRecorder(rag, stage="prompt_builder")
     with pytest.raises(ValueError, match=r"contexts='ranker': the pipeline has no component"):
         RagmeterRecorder(rag, contexts="ranker")
 
 
-def test_ambiguous_default_asks_for_a_name(store: InMemoryDocumentStore) -> None:
+def test_two_retrievers_are_two_stages_and_neither_is_picked_by_guess(
+    store: InMemoryDocumentStore,
+) -> None:
     pipe = Pipeline()
-    pipe.add_component("bm25_a", InMemoryBM25Retriever(document_store=store))
-    pipe.add_component("bm25_b", InMemoryBM25Retriever(document_store=store))
-    with pytest.raises(
-        ValueError, match=r"several components output 'documents' \(bm25_a, bm25_b\)"
-    ):
-        RagmeterRecorder(pipe)
-    assert RagmeterRecorder(pipe, retriever="bm25_b").retriever == "bm25_b"
+    pipe.add_component("bm25_a", InMemoryBM25Retriever(document_store=store, top_k=3))
+    pipe.add_component("bm25_b", InMemoryBM25Retriever(document_store=store, top_k=2))
+    recorder = RagmeterRecorder(pipe)
+    recorder.run({"bm25_a": {"query": "wing"}, "bm25_b": {"query": "wing"}}, sample_id="q")
+    [sample] = recorder.samples
+    assert sorted(s.name for s in sample.stages or []) == ["bm25_a", "bm25_b"]
+    assert sample.retrieved_ids is None  # two rankings reach the end side by side
+    assert any(
+        "each reaches the end of the pipeline" in n for n in sample.metadata["capture_errors"]
+    )
+    picked = RagmeterRecorder(pipe, stage="bm25_b")
+    picked.run({"bm25_a": {"query": "wing"}, "bm25_b": {"query": "wing"}})
+    assert picked.samples[0].retrieved_ids == (sample.stage("bm25_b") or sample).ids
+    with pytest.warns(DeprecationWarning, match="retriever="):
+        assert RagmeterRecorder(pipe, retriever="bm25_b").retriever == "bm25_b"
 
 
 def test_pipeline_without_documents_or_replies(rag_input: Any) -> None:

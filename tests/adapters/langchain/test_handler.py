@@ -101,9 +101,13 @@ def test_invoke_captures_question_documents_answer_and_usage(make_chain, bm25, j
     assert meta["tags"] == ["eval"]
     assert meta["run_metadata"] == {"user": "ana"}  # ragmeter_id is consumed, not repeated
     assert meta["llm_calls"] == 1
-    [call] = meta["retriever_calls"]
-    assert call["query"] == question and call["ids"] == sample.retrieved_ids
-    assert call["used"] is True and call["depth"] == 0
+    assert "retriever_calls" not in meta  # the stages replace it
+    [retriever, context] = sample.stages or []
+    assert (retriever.name, retriever.kind, retriever.depth) == ("BM25Retriever", "retriever", 0)
+    assert retriever.query == question and retriever.ids == sample.retrieved_ids
+    assert retriever.latency_ms is not None and retriever.error is None
+    assert (context.name, context.kind, context.same_as) == ("context", "context", "BM25Retriever")
+    assert context.ids == sample.retrieved_ids
     assert handler.to_run() == {qid: sample.retrieved_ids}
     assert handler.open_runs == 0 and len(handler) == 1
 
@@ -240,7 +244,7 @@ def test_threads_sharing_one_handler(make_chain, bm25, judged_queries):
         assert sample.user_input == question
         assert sample.retrieved_ids == expected_ids(bm25, question)
         assert sample.response == f"answer: {question}"
-        assert len(sample.metadata["retriever_calls"]) == 1
+        assert [s.name for s in sample.stages or []] == ["BM25Retriever", "context"]
     assert handler.open_runs == 0
 
 
@@ -281,14 +285,20 @@ def test_two_sequential_retrievers_default_is_the_last(bm25, cranfield):
         return handler.samples[0]
 
     default = run()
-    assert default.retrieved_ids == [d.id for d in b]
-    calls = default.metadata["retriever_calls"]
-    assert [(c["name"], c["used"]) for c in calls] == [("first", False), ("second", True)]
-    assert calls[0]["ids"] == [d.id for d in a]
-    assert run(retrieval="first").retrieved_ids == [d.id for d in a]
+    assert default.retrieved_ids == [d.id for d in b]  # the last step before the prompt
+    stages = {s.name: s for s in default.stages or []}
+    assert list(stages) == ["first", "second", "context"]
+    assert stages["first"].ids == [d.id for d in a] and stages["context"].same_as == "second"
+    assert "capture_errors" not in default.metadata
+    assert run(stage="first").retrieved_ids == [d.id for d in a]
+    # the older options still work, deprecated
+    with pytest.warns(DeprecationWarning, match=r"retrieval=.*stage="):
+        assert run(retrieval="first").retrieved_ids == [d.id for d in a]
     merged = list(dict.fromkeys([d.id for d in a] + [d.id for d in b]))
-    assert run(retrieval="merge").retrieved_ids == merged
-    assert run(retriever_name="first").retrieved_ids == [d.id for d in a]
+    with pytest.warns(DeprecationWarning):
+        assert run(retrieval="merge").retrieved_ids == merged
+    with pytest.warns(DeprecationWarning, match="retriever_name="):
+        assert run(retriever_name="first").retrieved_ids == [d.id for d in a]
 
 
 def test_retriever_called_several_times_keeps_every_call(bm25):
@@ -304,27 +314,40 @@ def test_retriever_called_several_times_keeps_every_call(bm25):
     RunnableLambda(multi_query).invoke("flutter", config=cfg(handler, "m"))
     [sample] = handler.samples
     assert sample.retrieved_ids == expected_ids(bm25, queries[-1])
-    calls = sample.metadata["retriever_calls"]
-    assert [c["query"] for c in calls] == queries
-    assert [c["ids"] for c in calls] == [expected_ids(bm25, q) for q in queries]
+    *calls, context = sample.stages or []
+    assert [c.name for c in calls] == ["BM25Retriever", "BM25Retriever#2", "BM25Retriever#3"]
+    assert [c.query for c in calls] == queries
+    assert [c.ids for c in calls] == [expected_ids(bm25, q) for q in queries]
+    assert context.same_as == "BM25Retriever#3"
 
 
 def test_parallel_retrievers_are_picked_by_name(bm25, cranfield):
     other = BM25Retriever(corpus=cranfield.corpus, k=3).with_config(run_name="small")
     chain = RunnableParallel(big=bm25, small=other)
-    handler = RagmeterCallbackHandler(retriever_name="small")
+    handler = RagmeterCallbackHandler(stage="small")
     chain.invoke("jet noise", config=cfg(handler))
     [sample] = handler.samples
     assert sample.retrieved_ids == expected_ids(bm25, "jet noise")[:3]
-    assert len(sample.metadata["retriever_calls"]) == 2
+    assert sorted(s.name for s in sample.stages or []) == ["BM25Retriever", "small"]
+    with pytest.warns(DeprecationWarning, match="retriever_name="):
+        old = RagmeterCallbackHandler(retriever_name="small")
+    chain.invoke("jet noise", config=cfg(old))
+    assert old.samples[0].retrieved_ids == expected_ids(bm25, "jet noise")[:3]
 
 
-def test_unknown_retriever_name_is_reported_not_raised(make_chain):
-    handler = RagmeterCallbackHandler(retriever_name="nope")
+def test_unknown_stage_is_reported_not_raised(make_chain):
+    handler = RagmeterCallbackHandler(stage="nope")
     make_chain().invoke("jet noise", config=cfg(handler))
     [sample] = handler.samples
     assert sample.retrieved_ids is None
-    assert any("'nope' matched no" in e for e in sample.metadata["capture_errors"])
+    assert any(
+        "'nope' is not a stage of this run (stages: BM25Retriever, context)" in e
+        for e in sample.metadata["capture_errors"]
+    )
+    with pytest.warns(DeprecationWarning):
+        old = RagmeterCallbackHandler(retriever_name="nope")
+    make_chain().invoke("jet noise", config=cfg(old))
+    assert any("'nope' matched no" in e for e in old.samples[0].metadata["capture_errors"])
 
 
 def test_outermost_retriever_wins_over_the_ones_it_calls(bm25, cranfield):
@@ -334,11 +357,12 @@ def test_outermost_retriever_wins_over_the_ones_it_calls(bm25, cranfield):
     fused = fusion.invoke("transonic wind tunnel", config=cfg(handler, "f"))
     [sample] = handler.samples
     assert sample.retrieved_ids == [d.id for d in fused]
-    calls = sample.metadata["retriever_calls"]
-    assert [(c["name"], c["depth"], c["used"]) for c in calls] == [
-        ("FusionRetriever", 0, True),
-        ("BM25Retriever", 1, False),
-        ("BM25Retriever", 1, False),
+    stages = [(s.name, s.kind, s.depth, s.inputs, s.same_as) for s in sample.stages or []]
+    assert stages == [
+        ("BM25Retriever", "retriever", 1, None, None),
+        ("BM25Retriever#2", "retriever", 1, None, None),
+        ("FusionRetriever", "fusion", 0, ["BM25Retriever", "BM25Retriever#2"], None),
+        ("context", "context", 0, ["FusionRetriever"], "FusionRetriever"),
     ]
 
 
@@ -354,13 +378,16 @@ def test_retriever_that_raises_is_recorded_and_nothing_leaks(make_chain):
     assert sample.id == "bad"
     assert sample.error == "ValueError: index offline for 'drag'"
     assert sample.retrieved_ids is None and sample.response is None
-    [call] = sample.metadata["retriever_calls"]
-    assert call["error"] == "ValueError: index offline for 'drag'" and call["ids"] is None
+    [stage] = sample.stages or []  # no context: nothing reached the model
+    assert stage.error == "ValueError: index offline for 'drag'" and stage.ids is None
     assert handler.open_runs == 0 and not handler._runs.nodes
 
     make_chain().invoke("drag", config=cfg(handler, "good"))
     good = handler.samples[-1]
-    assert good.error is None and len(good.metadata["retriever_calls"]) == 1
+    assert good.error is None and [s.name for s in good.stages or []] == [
+        "BM25Retriever",
+        "context",
+    ]
     assert "capture_errors" not in good.metadata
     assert handler.to_run().keys() == {"good"}
 
@@ -372,9 +399,9 @@ def test_failed_retriever_behind_a_fallback(make_chain, bm25):
     [sample] = handler.samples
     assert sample.error is None
     assert sample.retrieved_ids == expected_ids(bm25, "drag")
-    failed, used = sample.metadata["retriever_calls"]
-    assert failed["error"].startswith("ValueError") and not failed["used"]
-    assert used["used"]
+    failed, used, context = sample.stages or []
+    assert failed.name == "FailingRetriever" and (failed.error or "").startswith("ValueError")
+    assert used.name == "BM25Retriever" and context.same_as == "BM25Retriever"
 
 
 def test_documents_without_ids_use_metadata_then_content_hash(make_chain, cranfield, bm25):
@@ -435,7 +462,7 @@ def test_user_code_that_runs_langchain_is_not_captured(make_chain, bm25):
     handler = RagmeterCallbackHandler(doc_id=lookup)
     make_chain().invoke("wing", config=cfg(handler, "u"))
     [sample] = handler.samples
-    assert len(sample.metadata["retriever_calls"]) == 1
+    assert [s.name for s in sample.stages or []] == ["BM25Retriever", "context"]
     assert all(i.startswith("L") for i in sample.retrieved_ids or [])
     assert "capture_errors" not in sample.metadata and handler.open_runs == 0
 
@@ -583,6 +610,6 @@ def test_chunks_of_one_source_collapse_to_its_best_rank(make_chain, bm25, cranfi
     top4 = bm25.rank("wing flutter", 4)
     assert sample.retrieved_ids == top4
     assert len(sample.retrieved_contexts or []) == 8  # every chunk the model saw
-    assert sample.metadata["retriever_calls"][0]["ids"] == [d for d in top4 for _ in (0, 1)]
+    assert (sample.stages or [])[0].ids == top4  # a stage's ranking: each doc at its best rank
     report = handler.evaluate_retrieval({"c": {top4[1]: 1}}, k_values=(2,), metrics=["recall"])
     assert report.metrics == {"recall@2": 1.0}

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableLambda
 from lc_testkit import BM25Retriever, assert_matches_trec_eval
 from ragmeter_langchain import RagmeterCallbackHandler, as_retriever_fn
 
-from ragmeter.capture import DatasetReport, content_doc_id, current_scope
+from ragmeter.capture import DatasetReport, capture, content_doc_id, current_scope
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io import read_qrels
@@ -54,12 +54,27 @@ def test_capture_scope_attaches_the_handler_and_names_the_sample(
     assert_matches_trec_eval(report, {qid: sample.relevance}, handler.to_run())
 
 
-def test_run_metadata_still_wins_over_the_scope(make_chain: Any) -> None:
+def test_run_metadata_wins_over_a_scope_of_every_observer(make_chain: Any) -> None:
     handler = RagmeterCallbackHandler()
-    with handler.capture(id="scoped", reference="from scope"):
-        make_chain().invoke("drag", config={"metadata": {"ragmeter_id": "own"}})
+    with capture(id="scoped", reference="from scope"):
+        make_chain().invoke(
+            "drag", config={"callbacks": [handler], "metadata": {"ragmeter_id": "own"}}
+        )
     (sample,) = handler.samples
     assert sample.id == "own" and sample.reference == "from scope"
+
+
+def test_a_handlers_own_scope_wins_over_run_metadata_meant_for_another(
+    make_chain: Any,
+) -> None:
+    mine, theirs = RagmeterCallbackHandler(), RagmeterCallbackHandler()
+    with mine.capture(id="mine", reference="from scope"):
+        make_chain().invoke(
+            "drag", config={"callbacks": [theirs], "metadata": {"ragmeter_id": "theirs"}}
+        )
+    assert [s.id for s in mine.samples] == ["mine"]  # not relabelled by the other's id
+    assert [s.id for s in theirs.samples] == ["theirs"]
+    assert mine.samples[0].reference == "from scope" and theirs.samples[0].reference is None
 
 
 def test_scopes_in_threads_and_asyncio_tasks_never_mix(

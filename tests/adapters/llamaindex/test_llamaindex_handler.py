@@ -16,6 +16,7 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import TextNode
 from ragmeter_llamaindex import RagmeterEventHandler
 
+from ragmeter.capture import capture
 from ragmeter.errors import InvalidInputError
 from ragmeter.io.jsonl import read_jsonl
 
@@ -386,7 +387,7 @@ def test_nothing_is_kept_per_query_once_it_ends(index: Any) -> None:
                 Failing().query("x")
         core = handler._core
         assert not core.roots and not core.retrievals and not core.chat_streams
-        assert core.run.get() is None and core.depth.get() == 0
+        assert core.run.get() is None and core.enclosing.get() is None
     assert len(handler) == 5 and handler.store.dropped == 115
 
 
@@ -409,7 +410,7 @@ def test_id_field_is_a_deprecated_alias_of_doc_id(chunked: Any) -> None:
         old = RagmeterEventHandler(id_field="ref_doc_id")
     assert old.doc_id == old.id_field == "ref_doc_id"
     new = RagmeterEventHandler(doc_id="ref_doc_id")
-    with old, new, new.capture(id=qid):
+    with old, new, capture(id=qid):  # a scope for every observer: both handlers see it
         qe.query(text)
     assert old.to_run() == new.to_run() and old.to_run()[qid]
     source = {n.node_id: n.ref_doc_id for n in nodes}

@@ -29,6 +29,7 @@ from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.tools import QueryEngineTool, ToolMetadata
 from ragmeter_llamaindex import RagmeterEvaluator, RagmeterEventHandler
 
+from ragmeter.capture import capture
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import evaluate_run
 
@@ -195,21 +196,30 @@ def test_router_engine_keeps_each_chosen_engines_ranking(
     router = RouterQueryEngine(
         selector=EverySelector(), query_engine_tools=tools, llm=MockLLM(max_tokens=2)
     )
-    first, merged = RagmeterEventHandler(retrieval="first"), RagmeterEventHandler(retrieval="merge")
-    with first, merged, first.capture(id="r"):
+    default = RagmeterEventHandler()
+    second = RagmeterEventHandler(stage="VectorIndexRetriever#2")
+    with pytest.warns(DeprecationWarning):
+        merged = RagmeterEventHandler(retrieval="merge")
+    with default, second, merged, capture(id="r"):
         router.query(text)
-    (a,), (b,) = first.samples, merged.samples
-    calls = a.metadata["retriever_calls"]
-    assert [c["ids"] for c in calls] == [ranking(index, text), ranking(other, text)]
-    assert a.retrieved_ids == ranking(index, text)
-    assert b.retrieved_ids == ranking(index, text) + ranking(other, text)
-    assert [c["used"] for c in calls] == [True, False]
+    (a,), (b,), (c,) = default.samples, second.samples, merged.samples
+    stages = [(s.name, s.ids) for s in a.stages or []]
+    assert stages == [
+        ("VectorIndexRetriever", ranking(index, text)),
+        ("VectorIndexRetriever#2", ranking(other, text)),
+    ]
+    # the answer combines both engines' answers: no one ranking reached the LLM
+    assert a.retrieved_ids is None
+    [note] = [n for n in a.metadata["capture_errors"] if n.startswith("context: ")]
+    assert "not a ranking of any one retriever call" in note and "stage=" in note
+    assert b.retrieved_ids == ranking(other, text)
+    assert c.retrieved_ids == ranking(index, text) + ranking(other, text)
 
 
 # -- record="tagged": LlamaIndex's own evaluator runs a query engine --------------------------
 
 
-def test_faithfulness_evaluator_adds_no_samples_with_record_tagged(
+def test_a_faithfulness_evaluators_own_queries_are_never_samples(
     index: Any, cranfield: Any
 ) -> None:
     _, queries, _ = cranfield
@@ -223,10 +233,16 @@ def test_faithfulness_evaluator_adds_no_samples_with_record_tagged(
             for qid, text in five:
                 with handler.capture(id=qid):
                     response = engine.query(text)
+                    # inside the scope too: it must not become "<qid>#2"
+                    evaluator.evaluate_response(query=text, response=response)
                 evaluator.evaluate_response(query=text, response=response)
         counts[record] = [s.id for s in handler.samples]
-    assert len(counts["all"]) == 10  # the evaluator's internal queries became samples
-    assert counts["tagged"] == [q for q, _ in five]
+        assert handler.skipped == 10
+    assert counts["all"] == counts["tagged"] == [q for q, _ in five]
+    asked = RagmeterEventHandler(capture_internal=True)
+    with asked, asked.capture(id="1"):
+        evaluator.evaluate_response(query=five[0][1], response=response)
+    assert len(asked.samples) == 1 and asked.skipped == 0  # recorded when asked
 
 
 # -- RagmeterEvaluator reads the response's source nodes --------------------------------------

@@ -1,10 +1,10 @@
 """A real ``SubQuestionQueryEngine`` (offline): one query, two retriever calls.
 
-The engine splits a question into one sub-question per tool and retrieves for each; a
-sample must keep each call's ranking (``metadata["retriever_calls"]``) and score the one
-``retrieval=`` / ``retriever_name=`` pick (LangChain's vocabulary), never a concatenation
-of two top-10s that no retriever returned. The LLM is LlamaIndex's ``MockLLM`` taught to
-emit the sub-question JSON.
+The engine splits a question into one sub-question per tool and retrieves for each, then
+answers from the sub-answers: what reached the LLM is no ranking of documents. A sample
+keeps each call's ranking as a stage, has no context ranking and says so (never a
+3-word sub-question's ranking passed off as the question's), and scores a stage when one
+is named. The LLM is LlamaIndex's ``MockLLM`` taught to emit the sub-question JSON.
 """
 
 from __future__ import annotations
@@ -114,49 +114,64 @@ def capture(cranfield: Any, **options: Any) -> Any:
     return sample
 
 
-def test_each_retriever_call_keeps_its_own_ranking(cranfield: Any) -> None:
+def test_each_retriever_call_is_a_stage_and_none_is_the_context(cranfield: Any) -> None:
     expected = rankings(cranfield)
     sample = capture(cranfield)
-    calls = sample.metadata["retriever_calls"]
-    assert [c["query"] for c in calls] == [s["sub_question"] for s in SUB_QUESTIONS]
-    assert [c["ids"] for c in calls] == [expected["wings"], expected["heat"]]
-    assert [c["name"] for c in calls] == ["VectorIndexRetriever"] * 2
-    assert all(c["depth"] == 0 and c["latency_ms"] > 0 for c in calls)
-    # the default is LangChain's: the last call to finish, one real ranking of 10
-    assert [c["used"] for c in calls] == [False, True]
-    assert sample.retrieved_ids == expected["heat"]
-    assert sample.metadata["node_ids"] == expected["heat"]
-    assert "capture_errors" not in sample.metadata  # sequential: the pick is deterministic
-
-
-def test_first_and_merge_make_the_choice_explicit(cranfield: Any) -> None:
-    expected = rankings(cranfield)
-    assert capture(cranfield, retrieval="first").retrieved_ids == expected["wings"]
-    merged = capture(cranfield, retrieval="merge")
-    assert merged.retrieved_ids == list(dict.fromkeys(expected["wings"] + expected["heat"]))
-    assert [c["used"] for c in merged.metadata["retriever_calls"]] == [True, True]
-
-
-def test_retriever_name_that_matches_nothing_is_noted(cranfield: Any) -> None:
-    sample = capture(cranfield, retriever_name="BM25Retriever")
-    assert sample.retrieved_ids is None
+    stages = sample.stages or []
+    assert [s.name for s in stages] == ["VectorIndexRetriever", "VectorIndexRetriever#2"]
+    assert [s.query for s in stages] == [s["sub_question"] for s in SUB_QUESTIONS]
+    assert [s.ids for s in stages] == [expected["wings"], expected["heat"]]
+    assert all(s.depth == 0 and (s.latency_ms or 0) > 0 for s in stages)
+    assert sample.retrieved_ids is None  # the LLM saw sub-answers, not a ranking
     [note] = sample.metadata["capture_errors"]
-    assert "'BM25Retriever' matched no finished retriever call" in note
-    assert "VectorIndexRetriever" in note
+    assert note.startswith("context: the response's ") and "sub-question" in note
+    assert sample.retrieved_contexts  # what the LLM saw is kept for answer metrics
 
 
-def test_sub_questions_run_concurrently_are_noted(cranfield: Any) -> None:
+def test_a_named_stage_is_scored(cranfield: Any) -> None:
+    expected = rankings(cranfield)
+    assert capture(cranfield, stage="VectorIndexRetriever#2").retrieved_ids == expected["heat"]
+    handler = RagmeterEventHandler()
+    with handler, instrument_tags({"ragmeter_id": "sq"}):
+        engine(cranfield).query("compare wing pressure and heat transfer")
+    assert handler.to_run(stage="VectorIndexRetriever") == {"sq": expected["wings"]}
+    report = handler.evaluate_retrieval({"sq": {expected["wings"][0]: 1}}, k_values=(10,))
+    assert report.extra["capture"]["no_context"] == 1
+    assert any("(no_context)" in w and "stage=" in w for w in report.warnings)
+
+
+def test_the_deprecated_options_still_choose(cranfield: Any) -> None:
+    expected = rankings(cranfield)
+    with pytest.warns(DeprecationWarning):
+        assert capture(cranfield, retrieval="first").retrieved_ids == expected["wings"]
+    with pytest.warns(DeprecationWarning):
+        merged = capture(cranfield, retrieval="merge")
+    assert merged.retrieved_ids == list(dict.fromkeys(expected["wings"] + expected["heat"]))
+    with pytest.warns(DeprecationWarning):
+        nothing = capture(cranfield, retriever_name="BM25Retriever")
+    assert nothing.retrieved_ids is None
+    assert any(
+        "'BM25Retriever' matched no finished retriever call" in n and "VectorIndexRetriever" in n
+        for n in nothing.metadata["capture_errors"]
+    )
+
+
+def test_sub_questions_run_concurrently_have_no_context(cranfield: Any) -> None:
     handler = RagmeterEventHandler()
     with handler, instrument_tags({"ragmeter_id": "sq"}):
         asyncio.run(engine(cranfield, use_async=True).aquery("compare wings and heat"))
     [sample] = handler.samples
-    assert len(sample.metadata["retriever_calls"]) == 2
-    [note] = sample.metadata["capture_errors"]
-    assert "ran concurrently" in note and "retriever_name=" in note
+    assert len(sample.stages or []) == 2 and sample.retrieved_ids is None
+    assert any(n.startswith("context: ") for n in sample.metadata["capture_errors"])
 
 
-def test_bad_retrieval_option() -> None:
-    with pytest.raises(
-        InvalidInputError, match="retrieval must be one of 'last', 'first', 'merge'"
+def test_bad_options() -> None:
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(InvalidInputError, match="retrieval must be one of 'last', 'first', 'merge'"),
     ):
         RagmeterEventHandler(retrieval="best")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="stage must name a stage"):
+        RagmeterEventHandler(stage="")
+    with pytest.raises(InvalidInputError, match=r"stage_names\['bm25'\] must be a LlamaIndex"):
+        RagmeterEventHandler(stage_names={"bm25": "not a retriever"})

@@ -1,12 +1,20 @@
-"""What the recorder and the tracer share: the run record and how component outputs fill it.
+"""How a Haystack pipeline run becomes a record: one rule for the tracer and the recorder.
 
-Both turn one pipeline run into a :class:`HaystackRun` (a
-:class:`~ragmeter.capture.RunRecord`): each run of a retriever component becomes a
-:class:`~ragmeter.capture.CallRecord` (its documents' ids by ``doc_id`` and their texts,
-as references), a generator's first reply the response, its reported token usage added
-up. The recorder reads the components' outputs from the pipeline's result (or, when the
-run failed, from the exception's pipeline snapshot); the tracer from Haystack's tracing
-spans.
+Both read the run from Haystack's tracing spans (the recorder runs the tracer's capture for
+the runs it makes), so they agree on everything:
+
+* **a stage** is any component with a ``documents`` output (a retriever, a custom
+  retriever component, a ``DocumentJoiner``, a ranker): its documents become a
+  :class:`~ragmeter.capture.StageRecord` named after the component. A stage without a
+  ``documents`` input is a ``"retriever"``; one that takes documents from several senders
+  (or a ``*Joiner``) a ``"fusion"``; one that takes them from one a ``"reranker"``. The
+  stages it consumed are its ``documents`` input's senders.
+* **the context** (what reached the generator) is the ``documents`` input of the component
+  that feeds the generator (a prompt builder), or of the component named ``contexts``;
+  when no such component ran (a retrieval-only pipeline) it is the one stage that no other
+  stage consumed, and none when several are left (a note says so).
+* **the answer** is the first reply of the last generator to run (the component named
+  ``generator``, else any component with a ``replies`` output), its token usage added up.
 """
 
 from __future__ import annotations
@@ -17,15 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragmeter.capture import CallRecord, CaptureConfig, RunRecord
+from ragmeter.capture import CaptureConfig, RunRecord, StageRecord
 from ragmeter_haystack._documents import DocId, capture_ids, describe_doc_id, generator_output
 
 __all__ = [
     "FRAMEWORK",
     "HaystackRun",
-    "Roles",
+    "Rules",
     "question_of",
-    "snapshot_outputs",
 ]
 
 logger = logging.getLogger("ragmeter_haystack")
@@ -38,17 +45,19 @@ _QUESTION_INPUTS = ("query", "question")
 
 
 class HaystackRun(RunRecord):
-    """One pipeline run: the shared record plus the texts the generator was given.
+    """One pipeline run: the shared record plus what decides its context.
 
-    ``contexts`` are the contents of the ``contexts`` component's documents (``None``: the
-    chosen retriever calls' documents); ``data`` is the pipeline's input, kept until the
-    run ends (the question is read from it then); ``ignored`` marks a run that
-    ``record="tagged"`` does not record; ``lock`` guards the record against the run's own
-    components running on several threads (one lock per run: concurrent runs never wait
-    for each other).
+    ``consumers`` are the components that received documents without producing any
+    (prompt builders, answer builders): ``(name, receivers of their outputs, the stage whose
+    ranking they received or their own record)``; ``generators`` the names of the
+    components that replied; ``data`` is the pipeline's input, kept until the run ends (the
+    question is read from it then); ``ignored`` marks a run that is not recorded
+    (``record="tagged"`` without an id); ``lock`` guards the record against the run's own
+    components running on several threads (one lock per run: concurrent runs never wait for
+    each other).
     """
 
-    __slots__ = ("contexts", "data", "ignored", "lock")
+    __slots__ = ("consumers", "data", "generators", "ignored", "lock")
 
     def __init__(
         self,
@@ -58,7 +67,8 @@ class HaystackRun(RunRecord):
         sample_id: str | None = None,
     ) -> None:
         super().__init__(config, meta=meta, sample_id=sample_id)
-        self.contexts: tuple[str, ...] | None = None
+        self.consumers: list[tuple[str, frozenset[str], StageRecord]] | None = None
+        self.generators: set[str] | None = None
         self.data: Any = None
         self.ignored = not self.wanted
         self.lock = threading.Lock()
@@ -66,117 +76,133 @@ class HaystackRun(RunRecord):
     def framework_fields(
         self,
         fields: dict[str, Any],
-        chosen: Sequence[CallRecord],
+        chosen: Sequence[StageRecord],
         pairs: Sequence[tuple[str, str]],
     ) -> None:
-        texts = [text for call in chosen for text in call.texts]
         if chosen:
-            fields["retrieved_texts"] = texts
-        if self.contexts is not None:
-            fields["retrieved_contexts"] = list(self.contexts)
-        elif chosen:
-            fields["retrieved_contexts"] = texts
-
-    def release(self) -> None:
-        super().release()
-        self.contexts = None
-        self.data = None
+            fields["retrieved_texts"] = [text for stage in chosen for text in stage.texts]
 
 
 @dataclass(frozen=True)
-class Roles:
-    """Which components a capture reads, and how.
+class Rules:
+    """Which components a capture reads, and how (see the module docstring).
 
-    ``retriever``/``generator``/``contexts`` are component names (``None``: by kind, see
-    :meth:`retriever_kind`); ``doc_id`` names a document; the socket names are the outputs
-    read.
+    ``generator``/``contexts`` name a component (``None``: by kind); ``doc_id`` names a
+    document; the socket names are the outputs read.
     """
 
-    retriever: str | None
     generator: str | None
     contexts: str | None
     doc_id: DocId
     documents_output: str = "documents"
     replies_output: str = "replies"
 
-    def is_retriever(self, name: str, type_name: str, outputs: Any) -> bool:
-        """A retriever call: the named component, else a ``*Retriever*`` with documents."""
-        if self.retriever is not None:
-            return name == self.retriever
-        return "Retriever" in type_name and self.documents_output in outputs
+    def stage_of(
+        self, name: str, type_name: str, inputs: Any, outputs: Any, depth: int
+    ) -> StageRecord | None:
+        """The stage a component span is, or ``None`` (it has no ``documents`` output)."""
+        if not isinstance(outputs, Mapping) or self.documents_output not in outputs:
+            return None
+        socket = inputs.get(self.documents_output) if isinstance(inputs, Mapping) else None
+        if isinstance(socket, Mapping):
+            senders = tuple(str(s) for s in socket.get("senders") or ())
+            kind = "fusion" if len(senders) > 1 or "Joiner" in type_name else "reranker"
+            return StageRecord(name, None, depth, kind=kind, inputs=senders or None)
+        return StageRecord(name, None, depth, kind="retriever")
+
+    def consumes(self, name: str, inputs: Any, outputs: Any) -> frozenset[str] | None:
+        """For a component that takes documents and gives none (a prompt builder), the
+        components its outputs go to; else ``None``."""
+        if not isinstance(inputs, Mapping) or self.documents_output not in inputs:
+            return None
+        if isinstance(outputs, Mapping) and self.documents_output in outputs:
+            return None
+        receivers: set[str] = set()
+        if isinstance(outputs, Mapping):
+            for socket in outputs.values():
+                if isinstance(socket, Mapping):
+                    receivers.update(str(r) for r in socket.get("receivers") or ())
+        return frozenset(receivers)
 
     def is_generator(self, name: str, outputs: Any) -> bool:
         """The answer: the named component, else any component with a replies output."""
         if self.generator is not None:
             return name == self.generator
-        return self.replies_output in outputs
+        return isinstance(outputs, Mapping) and self.replies_output in outputs
 
-    def documents(self, run: HaystackRun, call: CallRecord, docs: Any) -> None:
-        """A retriever call returned ``docs``: keep their ids and texts."""
+    def documents(self, run: HaystackRun, stage: StageRecord, docs: Any) -> None:
+        """A stage returned ``docs``: keep their ids and texts."""
         ids, texts, missing, error = capture_ids(list(docs or ()), self.doc_id)
-        call.done(ids, texts)
+        stage.done(ids, texts)
+        self._note_ids(run, len(ids), missing, error)
+
+    def received(self, run: HaystackRun, name: str, receivers: frozenset[str], docs: Any) -> None:
+        """A consumer got ``docs``: remember them (as the stage they came from, if any)."""
+        ids, texts, missing, error = capture_ids(list(docs or ()), self.doc_id)
+        self._note_ids(run, len(ids), missing, error)
+        record: StageRecord | None = None
+        for stage in reversed(run.stages):
+            if stage.same_ranking(ids, texts):
+                record = stage
+                break
+        if record is None:
+            record = StageRecord(name, None, 0, kind="context")
+            record.done(ids, texts)
+        if run.consumers is None:
+            run.consumers = []
+        run.consumers.append((name, receivers, record))
+
+    def _note_ids(
+        self, run: HaystackRun, total: int, missing: int, error: BaseException | None
+    ) -> None:
         if error is not None:
             run.note(
-                f"doc_id raised {type(error).__name__}: {error} on {missing} of {len(ids)} "
+                f"doc_id raised {type(error).__name__}: {error} on {missing} of {total} "
                 "document(s); their Document.id was used instead"
             )
             run.config.problems("doc_id", f"{type(error).__name__}: {error}", error)
         elif missing:
             run.note(
-                f"{missing} of {len(ids)} retrieved document(s) had no value for "
+                f"{missing} of {total} retrieved document(s) had no value for "
                 f"doc_id={describe_doc_id(self.doc_id)}; their Document.id was used instead"
             )
             run.config.problems("doc_id", f"{missing} document(s) without doc_id")
 
-    def context_texts(self, run: HaystackRun, docs: Any) -> None:
-        """The documents handed to the generator (the ``contexts`` component's)."""
-        run.contexts = tuple(
-            text if type(text := getattr(d, "content", None)) is str else "" for d in docs or ()
-        )
-
-    def reply(self, run: HaystackRun, outputs: Mapping[str, Any]) -> None:
+    def reply(self, run: HaystackRun, name: str, outputs: Mapping[str, Any]) -> None:
         """A generator ran: its first reply is the answer (the last generator's wins)."""
         text, inp, out = generator_output(outputs, self.replies_output)
         if text is not None:
             run.response = text
         run.add_tokens(inp, out)
+        if run.generators is None:
+            run.generators = set()
+        run.generators.add(name)
 
-    def outputs(
-        self,
-        run: HaystackRun,
-        result: Mapping[str, Any],
-        retriever: str | None,
-        generator: str | None,
-    ) -> None:
-        """Fill ``run`` from a pipeline result ``{component: outputs}`` (the recorder)."""
-        if retriever is not None:
-            outputs = result.get(retriever)
-            if isinstance(outputs, Mapping) and self.documents_output in outputs:
-                call = CallRecord(retriever, _query(run.data, retriever), 0)
-                run.add_call(call)
-                self.documents(run, call, outputs[self.documents_output])
-        if self.contexts is not None and self.contexts != retriever:
-            outputs = result.get(self.contexts)
-            if isinstance(outputs, Mapping) and self.documents_output in outputs:
-                self.context_texts(run, outputs[self.documents_output])
-        if generator is not None:
-            outputs = result.get(generator)
-            if isinstance(outputs, Mapping):
-                self.reply(run, outputs)
-
-
-def _query(data: Any, component: str) -> str | None:
-    scope = data.get(component) if isinstance(data, Mapping) else None
-    value = scope.get("query") if isinstance(scope, Mapping) else None
-    return value if isinstance(value, str) else None
+    def context(self, run: HaystackRun) -> StageRecord | None:
+        """What reached the generator (``None``: decided by the shared rule when read)."""
+        consumers = run.consumers or ()
+        if self.contexts is not None:
+            for stage in reversed(run.stages):
+                if stage.name == self.contexts:
+                    return stage
+            for name, _, record in reversed(consumers):
+                if name == self.contexts:
+                    return record
+            return None
+        generators = run.generators or set()
+        for _, receivers, record in reversed(consumers):
+            if receivers & generators:
+                return record
+        return None
 
 
 def question_of(
-    data: Any, query_input: str | None, retriever: str | None, calls: Sequence[CallRecord] = ()
+    data: Any, query_input: str | None, stages: Sequence[StageRecord] = ()
 ) -> str | None:
-    """The question of a run: ``query_input`` (``"component.input"`` or an input name),
-    else the retriever's ``query``, else a ``query``/``question`` input anywhere in ``data``
-    (flat or nested by component), else the first retriever call's query."""
+    """The question of a run: ``query_input`` (``"component.input"`` or an input name), else
+    the first retriever's ``query``, else a ``query``/``question`` input anywhere in
+    ``data`` (flat or nested by component), else the first stage's query."""
+    first = next((s.name for s in stages if s.kind == "retriever"), None)
     if isinstance(data, Mapping):
         candidates: list[tuple[str | None, str]] = []
         if query_input is not None and "." in query_input:
@@ -185,8 +211,8 @@ def question_of(
         else:
             names = (query_input,) if query_input is not None else _QUESTION_INPUTS
             for name in names:
-                if retriever is not None:
-                    candidates.append((retriever, name))
+                if first is not None:
+                    candidates.append((first, name))
                 candidates.append((None, name))
                 candidates.extend((c, name) for c in data if isinstance(data[c], Mapping))
         for where, key in candidates:
@@ -195,30 +221,7 @@ def question_of(
                 value = scope.get(key)
                 if isinstance(value, str):
                     return value
-    for call in calls:
-        if call.query is not None:
-            return call.query
+    for stage in stages:
+        if stage.query is not None:
+            return stage.query
     return None
-
-
-def snapshot_outputs(error: BaseException) -> dict[str, Any] | None:
-    """The outputs a failed run had produced, from the exception's pipeline snapshot.
-
-    Haystack (>= 2.16) attaches a ``pipeline_snapshot`` to the ``PipelineRuntimeError`` of
-    a run that failed; its ``pipeline_state.pipeline_outputs`` hold the outputs of the
-    components in ``include_outputs_from`` that had run. ``None`` when there is none (or it
-    cannot be read: older Haystack).
-    """
-    snapshot = getattr(error, "pipeline_snapshot", None)
-    state = getattr(snapshot, "pipeline_state", None)
-    serialized = getattr(state, "pipeline_outputs", None)
-    if not serialized:
-        return None
-    try:
-        from haystack.utils.base_serialization import _deserialize_value_with_schema
-
-        outputs = _deserialize_value_with_schema(serialized)
-    except Exception:  # a Haystack without this layout: nothing to recover
-        logger.debug("ragmeter could not read a pipeline snapshot", exc_info=True)
-        return None
-    return outputs if isinstance(outputs, dict) else None

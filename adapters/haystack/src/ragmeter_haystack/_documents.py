@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ragmeter.capture import content_doc_id
+from ragmeter.capture import content_doc_id, deprecated_option
 from ragmeter.errors import InvalidInputError
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "check_field",
     "check_grade_field",
     "describe_doc_id",
+    "doc_id_option",
     "doc_key",
     "generator_output",
     "grade_of",
@@ -38,6 +39,9 @@ logger = logging.getLogger("ragmeter_haystack")
 logger.addHandler(logging.NullHandler())
 
 _MISSING = object()
+
+_UNSET: Any = object()
+"""The default of the deprecated ``doc_id_field=`` arguments (not given)."""
 
 UNMATCHABLE = "\x00unmatchable:"
 """Prefix of the placeholder id a retrieved document without the comparison field gets."""
@@ -71,6 +75,18 @@ def check_doc_id(doc_id: object, *, name: str = "doc_id") -> DocId:
     if callable(doc_id):
         return doc_id
     return check_field(doc_id, name=name)
+
+
+def doc_id_option(doc_id: Any, doc_id_field: Any, *, owner: str) -> DocId:
+    """The checked ``doc_id``, taking the deprecated ``doc_id_field=`` into account."""
+    if doc_id_field is _UNSET:
+        return check_doc_id("id" if doc_id is None else doc_id)
+    deprecated_option(owner, "doc_id_field", "doc_id", stacklevel=4)
+    if doc_id is not None:
+        raise InvalidInputError(
+            f"{owner}: pass doc_id= alone; doc_id_field= is its deprecated older name"
+        )
+    return check_doc_id(doc_id_field, name="doc_id_field")
 
 
 def describe_doc_id(doc_id: DocId) -> str:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.errors import InvalidInputError
 
 __all__ = [
     "check_component",
+    "components_with",
     "consumed_outputs",
     "find_component",
+    "input_builder",
     "nest_input",
     "open_inputs",
 ]
@@ -46,6 +48,11 @@ def check_component(pipeline: Any, name: str, *, role: str, socket: str | None) 
                 f"(its outputs: {sorted(outputs)}); name another component or set the output name"
             )
     return name
+
+
+def components_with(pipeline: Any, socket: str) -> list[str]:
+    """The components with an output called ``socket``, in the pipeline's order."""
+    return [n for n, node in _nodes(pipeline).items() if socket in _outputs(node)]
 
 
 def find_component(pipeline: Any, *, role: str, socket: str, prefer: str) -> str | None:
@@ -101,3 +108,39 @@ def nest_input(pipeline: Any, target: str, value: Any, *, role: str) -> dict[str
             f"{target!r}; give it as '<component>.<input>'"
         )
     return {name: {target: value} for name in names}
+
+
+def input_builder(
+    pipeline: Any, inputs: str | Sequence[str] | Callable[[str], Any] | None
+) -> Callable[[str], dict[str, Any]]:
+    """``query -> pipeline data`` for ``run_dataset``.
+
+    ``inputs`` is a function ``query -> data``; or where the query goes: a
+    ``"component.input"`` or an input name (given to every component that has it open, as
+    Haystack's flat inputs), or a list of these; ``None``: every open ``query`` and
+    ``question`` input. Raises :class:`~ragmeter.errors.InvalidInputError` when the
+    pipeline has none of them.
+    """
+    if callable(inputs):
+        fn = inputs
+        return lambda query: dict(fn(query))
+    if inputs is None:
+        targets = [name for name in ("query", "question") if open_inputs(pipeline, name)]
+        if not targets:
+            raise InvalidInputError(
+                "the pipeline has no open 'query' or 'question' input: say where the query "
+                "goes with inputs='<component>.<input>' (or a list, or a function query -> data)"
+            )
+    else:
+        targets = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs]
+    for target in targets:  # checked once, up front
+        nest_input(pipeline, target, None, role="inputs")
+
+    def build(query: str) -> dict[str, Any]:
+        data: dict[str, dict[str, Any]] = {}
+        for target in targets:
+            for comp, values in nest_input(pipeline, target, query, role="inputs").items():
+                data.setdefault(comp, {}).update(values)
+        return data
+
+    return build

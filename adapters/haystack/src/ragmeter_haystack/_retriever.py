@@ -8,9 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.errors import InvalidInputError, check_k
-from ragmeter_haystack._documents import DocId, describe_doc_id, recorded_ids
+from ragmeter_haystack._documents import _UNSET, DocId, describe_doc_id, doc_id_option, recorded_ids
 from ragmeter_haystack._pipeline import check_component, find_component, nest_input
-from ragmeter_haystack._recorder import _UNSET, doc_id_option
 
 __all__ = ["pipeline_retriever"]
 

@@ -2,32 +2,31 @@
 
 Haystack reports each ``Pipeline.run``/``run_async`` as a ``haystack.pipeline.run`` span and
 each component run inside it as a ``haystack.component.run`` span, whose content tags carry
-the component's inputs and outputs. :class:`RagmeterTracer` implements the
-``haystack.tracing.Tracer`` protocol: a top-level pipeline span becomes a
-:class:`~ragmeter_haystack._capture.HaystackRun`, each retriever component span a
-:class:`~ragmeter.capture.CallRecord`, a generator's output the answer. So a pipeline
-loaded from YAML, run by a framework, or served by Hayhooks is captured as it is. A tracer
-that was active before (Langfuse, OpenTelemetry, the logging tracer) keeps receiving every
-span: the ragmeter tracer forwards to it.
+the component's inputs and outputs. A top-level pipeline span becomes a
+:class:`~ragmeter_haystack._capture.HaystackRun`, each component with a ``documents`` output
+a stage, the documents a prompt builder received the context, a generator's reply the
+answer (the rules: :mod:`ragmeter_haystack._capture`). So a pipeline loaded from YAML, run
+by a framework, or served by Hayhooks is captured as it is.
+
+Haystack has one process-wide tracer. However many ragmeter tracers (and recorders) are
+attached, ragmeter installs one **hub** as that tracer, which hands every span to each of
+them and forwards it to the tracer that was active before (Langfuse, OpenTelemetry, the
+logging tracer). Attaching and detaching in any order leaves Haystack's tracer exactly as
+it was once the last one detaches.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from typing import Any
 
-from haystack.tracing.tracer import (
-    Span,
-    Tracer,
-    disable_tracing,
-    enable_tracing,
-    is_tracing_enabled,
-)
+from haystack.tracing.tracer import NullTracer, Span, Tracer
 from haystack.tracing.tracer import tracer as _proxy
 
 from ragmeter.capture import (
-    CallRecord,
+    Attachment,
     CaptureConfig,
     DatasetFront,
     Hints,
@@ -35,20 +34,30 @@ from ragmeter.capture import (
     Record,
     Retrieval,
     SampleStore,
+    StageRecord,
     check_record,
     check_retrieval,
+    check_stage,
+    deprecated_selection,
     describe,
 )
 from ragmeter.errors import InvalidInputError
-from ragmeter_haystack._capture import FRAMEWORK, HaystackRun, Roles, logger, question_of
-from ragmeter_haystack._documents import DocId, check_doc_id
-from ragmeter_haystack._recorder import doc_id_hint, input_builder
+from ragmeter.schema import CONTEXT
+from ragmeter_haystack._capture import FRAMEWORK, HaystackRun, Rules, logger, question_of
+from ragmeter_haystack._documents import DocId, check_doc_id, describe_doc_id
+from ragmeter_haystack._pipeline import input_builder
 
-__all__ = ["RagmeterTracer"]
+__all__ = ["RagmeterTracer", "doc_id_hint"]
 
 SAMPLE_ID_HINT = (
     "Haystack: run each query inside `with tracer.capture(id=qid):` (tracer.run_dataset(...) "
     "does it for a whole dataset); without it a sample's id is a new uuid."
+)
+
+STAGE_HINT = (
+    "Haystack: the context is the documents a prompt builder (a component feeding the "
+    "generator) received; in a pipeline without one, name the component whose documents "
+    "count with contexts='<component>', or score one stage with stage='<component>'."
 )
 
 _PIPELINE = frozenset({"haystack.pipeline.run", "haystack.async_pipeline.run"})
@@ -56,87 +65,155 @@ _COMPONENT = "haystack.component.run"
 _INPUT = "haystack.component.input"
 _OUTPUT = "haystack.component.output"
 
-_CURRENT: ContextVar[_RagmeterSpan | None] = ContextVar("ragmeter_haystack_span", default=None)
+_CURRENT: ContextVar[_HubSpan | None] = ContextVar("ragmeter_haystack_span", default=None)
 
-# what a component span is to the capture
-_OTHER, _RETRIEVER, _GENERATOR, _CONTEXTS = 0, 1, 2, 3
+RECORDING: ContextVar[tuple[Any, str | None, Mapping[str, Any] | None] | None] = ContextVar(
+    "ragmeter_haystack_recording", default=None
+)
+"""Set by :class:`~ragmeter_haystack.RagmeterRecorder` while it runs its pipeline: ``(the
+observer that records the run, sample id, run metadata)``."""
+
+# what a span is to one observer
+_OTHER, _STAGE, _GENERATOR, _CONSUMER, _ROOT = 0, 1, 2, 3, 4
 
 
-class _RagmeterSpan(Span):
-    """One Haystack span, as the ragmeter tracer sees it (and a context manager for it)."""
-
-    __slots__ = (
-        "_call",
-        "_inner",
-        "_inner_cm",
-        "_name",
-        "_parent",
-        "_role",
-        "_run",
-        "_token",
-        "_tracer",
-        "depth",
-        "operation_name",
+def doc_id_hint(doc_id: DocId) -> str:
+    """How a Haystack user makes recorded ids the qrels' doc ids, given ``doc_id``."""
+    return (
+        f"Haystack: ragmeter reads each document's doc_id={describe_doc_id(doc_id)}; if the "
+        "qrels name documents another way, pass doc_id='content' (Haystack's own evaluators "
+        "compare 'content' by default) or doc_id='meta.<key>' (or a function document -> "
+        "id), or write the documents with the qrels' ids (Document(id=...))."
     )
+
+
+class _Part:
+    """What one observer keeps of one span: the run it belongs to and the span's role."""
+
+    __slots__ = ("depth", "name", "observer", "receivers", "role", "run", "stage")
+
+    def __init__(self, observer: RagmeterTracer, run: HaystackRun, role: int, depth: int) -> None:
+        self.observer = observer
+        self.run = run
+        self.role = role
+        self.depth = depth  # stages enclosing the span (a sub-pipeline inside a stage)
+        self.name = ""
+        self.stage: StageRecord | None = None
+        self.receivers: frozenset[str] = frozenset()
+
+    def content(self, key: str, value: Any) -> None:
+        """One content tag of the span (its component's inputs or outputs)."""
+        role, run = self.role, self.run
+        rules = self.observer.rules
+        if key == _OUTPUT and isinstance(value, Mapping):
+            if role == _STAGE and self.stage is not None and self.stage.end is None:
+                docs = value.get(rules.documents_output)
+                if docs is not None:
+                    with run.lock:
+                        rules.documents(run, self.stage, docs)
+            elif role == _GENERATOR:
+                with run.lock:
+                    rules.reply(run, self.name, value)
+        elif key == _INPUT and isinstance(value, Mapping):
+            if role == _STAGE and self.stage is not None:
+                query = value.get("query")
+                if isinstance(query, str):
+                    self.stage.query = query
+            elif role == _CONSUMER:
+                docs = value.get(rules.documents_output)
+                if isinstance(docs, list):
+                    with run.lock:
+                        rules.received(run, self.name, self.receivers, docs)
+
+    def close(self, exc: BaseException | None) -> None:
+        """The span ended (``exc``: what it raised)."""
+        if self.role == _STAGE and self.stage is not None and self.stage.end is None:
+            if exc is not None:
+                self.stage.failed(exc)
+            else:
+                self.stage.failed("the component returned no documents output")
+        elif self.role == _ROOT:
+            self.observer._finish(self.run, exc)
+
+
+def _open_part(
+    observer: RagmeterTracer, name: str, tags: Mapping[str, Any] | None, enclosing: _Part | None
+) -> _Part | None:
+    """The observer's part of a new span, or ``None`` when it has nothing to do with it."""
+    run = enclosing.run if enclosing is not None else None
+    if name in _PIPELINE:
+        if run is None:  # a top-level pipeline run: a new record
+            run = observer._start(tags)
+            return None if run is None else _Part(observer, run, _ROOT, 0)
+        return _Part(observer, run, _OTHER, enclosing.depth if enclosing is not None else 0)
+    if run is None:
+        return None
+    depth = enclosing.depth if enclosing is not None else 0
+    if name != _COMPONENT or not tags:
+        return _Part(observer, run, _OTHER, depth)
+    component = str(tags.get("haystack.component.name"))
+    inputs = tags.get("haystack.component.input_spec")
+    outputs = tags.get("haystack.component.output_spec")
+    rules = observer.rules
+    stage = rules.stage_of(
+        component, str(tags.get("haystack.component.type")), inputs, outputs, depth
+    )
+    if stage is not None:
+        part = _Part(observer, run, _STAGE, depth + 1)
+        part.stage = stage
+        with run.lock:  # components of one run may run on several threads
+            run.add_stage(stage)
+    elif rules.is_generator(component, outputs):
+        part = _Part(observer, run, _GENERATOR, depth)
+    else:
+        receivers = rules.consumes(component, inputs, outputs)
+        if receivers is not None:
+            part = _Part(observer, run, _CONSUMER, depth)
+            part.receivers = receivers
+        else:
+            part = _Part(observer, run, _OTHER, depth)
+    part.name = component
+    return part
+
+
+class _HubSpan(Span):
+    """One Haystack span, handed to every observer that has a part in it, and forwarded."""
+
+    __slots__ = ("_inner", "_inner_cm", "_parts", "_token", "operation_name")
 
     def __init__(
         self,
-        tracer: RagmeterTracer,
+        observers: Sequence[RagmeterTracer],
+        inner: Tracer | None,
         operation_name: str,
         tags: dict[str, Any] | None,
         parent_span: Span | None,
     ) -> None:
-        self._tracer = tracer
         self.operation_name = operation_name
-        self._parent = parent_span
-        self._run: HaystackRun | None = None
-        self._call: CallRecord | None = None
-        self._role = _OTHER
-        self._name = ""
-        self.depth = 0  # retriever calls enclosing this span
+        parent = parent_span if isinstance(parent_span, _HubSpan) else _CURRENT.get()
+        parts: list[_Part] = []
+        for observer in observers:
+            try:
+                enclosing = parent.part_of(observer) if parent is not None else None
+                part = _open_part(observer, operation_name, tags, enclosing)
+                if part is not None:
+                    parts.append(part)
+            except Exception as exc:  # never into the pipeline
+                observer.config.problems("span", describe(exc), exc)
+        self._parts = tuple(parts)
         self._inner: Span | None = None
         self._inner_cm: Any = None
-        self._token: Token[_RagmeterSpan | None] | None = None
-        try:
-            self._open(tags)
-        except Exception as exc:
-            tracer.config.problems("span", describe(exc), exc)
-        inner = tracer.inner
+        self._token: Token[_HubSpan | None] | None = None
         if inner is not None:
-            parent = parent_span._inner if isinstance(parent_span, _RagmeterSpan) else parent_span
-            self._inner_cm = inner.trace(operation_name, tags=tags, parent_span=parent)
+            inner_parent = parent_span._inner if isinstance(parent_span, _HubSpan) else parent_span
+            self._inner_cm = inner.trace(operation_name, tags=tags, parent_span=inner_parent)
 
-    def _open(self, tags: dict[str, Any] | None) -> None:
-        enclosing = self._parent if isinstance(self._parent, _RagmeterSpan) else _CURRENT.get()
-        run = enclosing._run if enclosing is not None else None
-        self.depth = enclosing.depth if enclosing is not None else 0
-        name = self.operation_name
-        if name in _PIPELINE:
-            if run is None:  # a top-level pipeline run: a new record
-                run = HaystackRun(self._tracer.config)
-                run.data = tags.get("haystack.pipeline.input_data") if tags else None
-                if run.ignored:
-                    run = None
-                else:
-                    self._role = -1  # the root: finishes the record
-            self._run = run
-            return
-        self._run = run
-        if run is None or name != _COMPONENT or not tags:
-            return
-        self._name = component = str(tags.get("haystack.component.name"))
-        outputs = tags.get("haystack.component.output_spec") or ()
-        roles = self._tracer.roles
-        if roles.is_retriever(component, str(tags.get("haystack.component.type")), outputs):
-            self._role = _RETRIEVER
-            self._call = CallRecord(component, None, self.depth)
-            with run.lock:  # components of one run may run on several threads
-                run.add_call(self._call)
-            self.depth += 1
-        elif roles.is_generator(component, outputs):
-            self._role = _GENERATOR
-        elif component == roles.contexts:
-            self._role = _CONTEXTS
+    def part_of(self, observer: RagmeterTracer) -> _Part | None:
+        """The observer's part of this span (``None``: it has none)."""
+        for part in self._parts:
+            if part.observer is observer:
+                return part
+        return None
 
     # -- the Span protocol ----------------------------------------------------------------
 
@@ -146,34 +223,17 @@ class _RagmeterSpan(Span):
             self._inner.set_tag(key, value)
 
     def set_content_tag(self, key: str, value: Any) -> None:
-        """Read a captured component's inputs and outputs (always: this is what the tracer
-        is for); forward the tag to the previous tracer under Haystack's own content rule."""
-        role = self._role
-        if role > 0 and self._run is not None:
-            try:
-                with self._run.lock:
-                    self._content(role, key, value)
-            except Exception as exc:
-                self._run.note(f"{self._name}: {describe(exc)}")
-                self._tracer.config.problems("component", describe(exc), exc)
+        """Every observer reads the component's inputs and outputs (always: this is what it
+        is for); the tag is forwarded to the previous tracer under Haystack's content rule."""
+        for part in self._parts:
+            if part.role != _OTHER:
+                try:
+                    part.content(key, value)
+                except Exception as exc:
+                    part.run.note(f"{part.name}: {describe(exc)}")
+                    part.observer.config.problems("component", describe(exc), exc)
         if self._inner is not None:
             self._inner.set_content_tag(key, value)
-
-    def _content(self, role: int, key: str, value: Any) -> None:
-        run = self._run
-        assert run is not None  # checked by the caller
-        roles = self._tracer.roles
-        if key == _OUTPUT and isinstance(value, Mapping):
-            if role == _RETRIEVER and self._call is not None:
-                roles.documents(run, self._call, value.get(roles.documents_output))
-            elif role == _GENERATOR:
-                roles.reply(run, value)
-            elif role == _CONTEXTS:
-                roles.context_texts(run, value.get(roles.documents_output))
-        elif key == _INPUT and role == _RETRIEVER and isinstance(value, Mapping):
-            query = value.get("query")
-            if isinstance(query, str) and self._call is not None:
-                self._call.query = query
 
     def raw_span(self) -> Any:
         """The previous tracer's span, else this one."""
@@ -185,7 +245,7 @@ class _RagmeterSpan(Span):
 
     # -- context manager ------------------------------------------------------------------
 
-    def __enter__(self) -> _RagmeterSpan:
+    def __enter__(self) -> _HubSpan:
         if self._inner_cm is not None:
             self._inner = self._inner_cm.__enter__()
         self._token = _CURRENT.set(self)
@@ -194,44 +254,103 @@ class _RagmeterSpan(Span):
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool | None:
         token, self._token = self._token, None
         if token is not None:
-            _CURRENT.reset(token)
-        try:
-            if self._role == _RETRIEVER and exc is not None and self._call is not None:
-                if not self._call.finished:
-                    self._call.failed(exc)
-            elif self._role == -1 and self._run is not None:
-                self._tracer._finish(self._run, exc)
-        except Exception as problem:
-            self._tracer.config.problems("span", describe(problem), problem)
+            try:  # noqa: SIM105 - a span closed in another context cannot reset the var
+                _CURRENT.reset(token)
+            except ValueError:
+                pass
+        for part in self._parts:
+            try:
+                part.close(exc)
+            except Exception as problem:
+                part.observer.config.problems("span", describe(problem), problem)
         if self._inner_cm is not None:
             return bool(self._inner_cm.__exit__(exc_type, exc, tb))
         return None
 
 
+class _Hub(Tracer):
+    """The one tracer ragmeter installs: every span goes to each attached observer, and to
+    the tracer that was active before (``prior``)."""
+
+    def __init__(self) -> None:
+        self.observers: tuple[RagmeterTracer, ...] = ()
+        self.prior: Tracer | None = None
+        self.lock = threading.RLock()
+
+    @property
+    def active(self) -> bool:
+        """Whether the hub is Haystack's tracer."""
+        return _proxy.actual_tracer is self
+
+    def forward_to(self) -> Tracer | None:
+        """The tracer spans are forwarded to (the one active before, unless it is none or
+        one of the observers, which get the spans anyway)."""
+        prior = self.prior
+        if prior is None or isinstance(prior, NullTracer) or prior in self.observers:
+            return None
+        return prior
+
+    def add(self, observer: RagmeterTracer) -> None:
+        with self.lock:
+            if not any(o is observer for o in self.observers):
+                self.observers = (*self.observers, observer)
+            if _proxy.actual_tracer is not self:
+                self.prior = _proxy.actual_tracer
+                _proxy.actual_tracer = self
+
+    def remove(self, observer: RagmeterTracer) -> None:
+        with self.lock:
+            self.observers = tuple(o for o in self.observers if o is not observer)
+            if not self.observers:
+                if _proxy.actual_tracer is self and self.prior is not None:
+                    _proxy.actual_tracer = self.prior
+                self.prior = None
+
+    def trace(  # type: ignore[override]
+        self,
+        operation_name: str,
+        tags: dict[str, Any] | None = None,
+        parent_span: Span | None = None,
+    ) -> _HubSpan:
+        """A span for one traced operation (a context manager, as the protocol asks)."""
+        return _HubSpan(self.observers, self.forward_to(), operation_name, tags, parent_span)
+
+    def current_span(self) -> Span | None:
+        """The span active in this thread or task (``None`` outside any)."""
+        return _CURRENT.get()
+
+
+HUB = _Hub()
+
+
 class RagmeterTracer(DatasetFront, Tracer):
     """A Haystack tracer that records one :class:`~ragmeter.schema.RagSample` per pipeline run.
 
-    ``tracer = RagmeterTracer().attach()`` makes it Haystack's tracer (process-wide, as
-    ``haystack.tracing.enable_tracing`` does; a tracer that was active keeps receiving every
-    span, forwarded); ``tracer.detach()`` restores the previous one; ``with RagmeterTracer()
-    as tracer:`` does both. Every top-level ``Pipeline.run``/``run_async`` (one not inside
-    another captured run) becomes a sample, without wrapping ``run``: a pipeline loaded
-    from YAML, called by your framework or served by Hayhooks is captured as it is.
-    ``with tracer.capture(id=qid, relevance=qrels[qid]): pipeline.run(data)`` gives a run its
-    sample id and ground truth (a tracer that is not attached is attached while the block
-    runs); ``tracer.run_dataset(pipeline,
-    queries, qrels=...)`` runs a dataset with bounded concurrency and a progress bar.
+    ``tracer = RagmeterTracer().attach()`` makes it receive Haystack's spans (process-wide,
+    as ``haystack.tracing.enable_tracing`` does; a tracer that was active keeps receiving
+    every span, forwarded, and several ragmeter tracers can be attached at once);
+    ``tracer.detach()`` stops it; ``with RagmeterTracer() as tracer:`` does both. Every
+    top-level ``Pipeline.run``/``run_async`` (one not inside another captured run) becomes a
+    sample, without wrapping ``run``: a pipeline loaded from YAML, called by your framework
+    or served by Hayhooks is captured as it is. ``with tracer.capture(id=qid,
+    relevance=qrels[qid]): pipeline.run(data)`` gives a run its sample id and ground truth
+    (the tracer receives spans while the block runs, attached or not; another tracer does
+    not see the scope); ``tracer.run_dataset(pipeline, queries, qrels=...)`` runs a dataset
+    with bounded concurrency and a progress bar.
 
-    A sample holds what :class:`~ragmeter_haystack.RagmeterRecorder` records: the question
-    (``query_input`` from the run's data, else the retriever's ``query``), each retriever
-    component's documents as a retriever call (``metadata["retriever_calls"]``; the scored
-    ranking is chosen with ``retrieval=``/``retriever_name=`` as in every adapter: by default
-    the last outermost call), ids by ``doc_id``, the ``contexts`` component's texts (default:
-    the retriever's), the answer and token usage of the last generator to run, latency and
-    the error of a failed run (a run that failed after its retriever ran keeps the ranking).
-    Retriever components are those named ``retriever`` when given, else every component whose
-    class name contains ``Retriever`` and that has a ``documents`` output; the generator is
-    the one named ``generator``, else any component with a ``replies`` output.
+    A sample holds (:mod:`ragmeter_haystack._capture` has the rules, the same for
+    :class:`~ragmeter_haystack.RagmeterRecorder`): ``stages``, one per component with a
+    ``documents`` output (retrievers, custom retriever components, joiners, rankers),
+    named after the component, and ``context``, the documents the prompt builder (the
+    component feeding the generator) received; ``retrieved_ids`` is the context's ranking
+    (or ``stage=``'s), ids by ``doc_id``, each at its best rank, in list order (ties
+    included, never re-sorted by score); ``retrieved_contexts`` the context's texts; the
+    question (``query_input`` from the run's data, else the first retriever's ``query``);
+    the answer and token usage of the last generator to run; latency and the error of a
+    failed run (a run that failed after retrieval keeps its stages and context).
+    ``generator`` and ``contexts`` name those components when the defaults do not fit.
+    ``retriever=``, ``retrieval=`` and ``retriever_name=`` are deprecated (every component
+    with documents is a stage; ``stage=`` picks one).
 
     The tracer reads the components' inputs and outputs whatever
     ``HAYSTACK_CONTENT_TRACING_ENABLED`` says (that setting still governs what a forwarded
@@ -242,32 +361,49 @@ class RagmeterTracer(DatasetFront, Tracer):
     def __init__(
         self,
         *,
-        retriever: str | None = None,
+        stage: str = CONTEXT,
         generator: str | None = None,
         contexts: str | None = None,
         query_input: str | None = None,
         doc_id: DocId = "id",
-        retrieval: Retrieval = "last",
-        retriever_name: str | None = None,
         record: Record = "all",
         max_samples: int | None = None,
         documents_output: str = "documents",
         replies_output: str = "replies",
+        retriever: str | None = None,
+        retrieval: Retrieval | None = None,
+        retriever_name: str | None = None,
     ) -> None:
         rule = check_doc_id(doc_id)
+        stage = check_stage(stage)
+        if retriever is not None:
+            deprecated_selection("RagmeterTracer", "retriever")
+            stage = check_stage(retriever, "retriever")
+        if retrieval is not None:
+            deprecated_selection("RagmeterTracer", "retrieval")
+            retrieval = check_retrieval(retrieval)
+        if retriever_name is not None:
+            deprecated_selection("RagmeterTracer", "retriever_name")
         self.query_input = query_input
-        self.roles = Roles(retriever, generator, contexts, rule, documents_output, replies_output)
+        self.rules = Rules(generator, contexts, rule, documents_output, replies_output)
         self.config = CaptureConfig(
             FRAMEWORK,
             ProblemLog(logger, "Haystack"),
-            retrieval=check_retrieval(retrieval),
+            stage=stage,
+            retrieval=retrieval,
             retriever_name=retriever_name,
-            name_hint="a Haystack retriever call is named after its component",
+            name_hint="a Haystack stage is named after its component",
+            stage_hint=STAGE_HINT,
+            flow_known=True,
             record=check_record(record),
+            owner=self,
         )
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="Haystack")
+        hints = Hints(
+            FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="Haystack", stage=STAGE_HINT
+        )
         self._store = SampleStore(max_samples=max_samples, hints=hints)
-        self.inner: Tracer | None = None
+        self._attachment_state = Attachment(self._register)
+        self._recorder: Any = None  # the recorder this observer records for (its runs only)
 
     @property
     def store(self) -> SampleStore:
@@ -283,25 +419,38 @@ class RagmeterTracer(DatasetFront, Tracer):
 
     @property
     def attached(self) -> bool:
-        """Whether this is Haystack's active tracer."""
-        return _proxy.actual_tracer is self
+        """Whether this tracer receives Haystack's spans (through the hub, or set directly
+        with ``enable_tracing``)."""
+        if _proxy.actual_tracer is self:
+            return True
+        return HUB.active and any(o is self for o in HUB.observers)
+
+    @property
+    def inner(self) -> Tracer | None:
+        """The tracer spans are forwarded to (the one that was active before), if any."""
+        return HUB.forward_to() if self.attached else None
 
     def attach(self) -> RagmeterTracer:
-        """Make this Haystack's tracer, forwarding to the one that was active; idempotent."""
-        current = _proxy.actual_tracer
-        if current is not self:
-            self.inner = current if is_tracing_enabled() else None
-            enable_tracing(self)
+        """Receive Haystack's spans (idempotent); the tracer active before keeps receiving
+        them, forwarded."""
+        self._attachment_state.attach()
+        if not self.attached:  # Haystack's tracer was replaced meanwhile: install again
+            self._attachment_state.refresh()
         return self
 
     def detach(self) -> None:
-        """Give Haystack back the tracer that was active before :meth:`attach`."""
-        if _proxy.actual_tracer is self:
-            if self.inner is not None:
-                enable_tracing(self.inner)
-            else:
-                disable_tracing()
-        self.inner = None
+        """Stop receiving spans; once the last ragmeter tracer detaches, Haystack's tracer is
+        the one that was active before the first attached."""
+        self._attachment_state.detach()
+
+    def _register(self, on: bool) -> None:
+        if on:
+            HUB.add(self)
+        else:
+            HUB.remove(self)
+
+    def _attachment(self) -> Attachment:
+        return self._attachment_state
 
     def __enter__(self) -> RagmeterTracer:
         return self.attach()
@@ -309,16 +458,16 @@ class RagmeterTracer(DatasetFront, Tracer):
     def __exit__(self, *exc: object) -> None:
         self.detach()
 
-    # -- the Tracer protocol ----------------------------------------------------------------
+    # -- the Tracer protocol (used when set directly with enable_tracing) -------------------
 
     def trace(  # type: ignore[override]
         self,
         operation_name: str,
         tags: dict[str, Any] | None = None,
         parent_span: Span | None = None,
-    ) -> _RagmeterSpan:
-        """A span for one traced operation (a context manager, as the protocol asks)."""
-        return _RagmeterSpan(self, operation_name, tags, parent_span)
+    ) -> _HubSpan:
+        """A span for one traced operation, recorded by this tracer alone."""
+        return _HubSpan((self,), None, operation_name, tags, parent_span)
 
     def current_span(self) -> Span | None:
         """The span active in this thread or task (``None`` outside any)."""
@@ -326,14 +475,34 @@ class RagmeterTracer(DatasetFront, Tracer):
 
     # -- capture ------------------------------------------------------------------------------
 
-    def _attached(self) -> bool:
-        return self.attached
+    def _start(self, tags: Mapping[str, Any] | None) -> HaystackRun | None:
+        """A new record for a top-level pipeline run, or ``None`` when it is not recorded."""
+        sample_id: str | None = None
+        meta: Mapping[str, Any] | None = None
+        if self._recorder is not None:  # a recorder's observer: only the runs it makes
+            recording = RECORDING.get()
+            if recording is None or recording[0] is not self:
+                return None
+            _, sample_id, meta = recording
+        run = HaystackRun(self.config, meta=meta, sample_id=sample_id)
+        if run.ignored:
+            return None
+        run.data = tags.get("haystack.pipeline.input_data") if tags else None
+        return run
 
-    def _attach_for_scopes(self, on: bool) -> None:
-        if on:
-            self.attach()
-        else:
-            self.detach()
+    def _finish(self, run: HaystackRun, error: BaseException | None) -> None:
+        run.finish(error)
+        try:
+            with run.lock:
+                run.context = self.rules.context(run)
+                run.user_input = question_of(run.data, self.query_input, run.stages)
+        except Exception as exc:
+            run.note(f"question: {describe(exc)}")
+            self.config.problems("capture", describe(exc), exc)
+        run.data = None
+        run.consumers = None
+        run.generators = None
+        self._store.add(run)
 
     def _dataset_call(
         self, target: Any, options: dict[str, Any], *, asynchronous: bool
@@ -348,14 +517,3 @@ class RagmeterTracer(DatasetFront, Tracer):
             )
         build = input_builder(target, inputs if inputs is not None else self.query_input)
         return lambda query: target.run(build(query))
-
-    def _finish(self, run: HaystackRun, error: BaseException | None) -> None:
-        run.finish(error)
-        try:
-            retriever = self.roles.retriever
-            calls: Sequence[CallRecord] = run.calls
-            run.user_input = question_of(run.data, self.query_input, retriever, calls)
-        except Exception as exc:
-            run.note(f"question: {describe(exc)}")
-        run.data = None
-        self._store.add(run)

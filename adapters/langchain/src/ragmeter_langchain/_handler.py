@@ -29,8 +29,11 @@ from ragmeter.capture import (
     Scope,
     check_record,
     check_retrieval,
+    check_stage,
+    deprecated_selection,
 )
 from ragmeter.errors import InvalidInputError
+from ragmeter.schema import CONTEXT
 from ragmeter_langchain._convert import UNSET_KEY, DocId, DocIdRule, TextFn, doc_id_rule
 from ragmeter_langchain._runs import FRAMEWORK, UNSET, Options, ResponseFrom, Retrieval, Runs
 
@@ -47,10 +50,78 @@ SAMPLE_ID_HINT = (
     "input); without it a sample's id is the run's run_id."
 )
 
-_ACTIVE: ContextVar[RagmeterCallbackHandler | None] = ContextVar(
+STAGE_HINT = (
+    "LangChain: when retrievers run side by side (RunnableParallel) and your own code fuses "
+    "their rankings, mark the fused list: `fuse | ragmeter_langchain.stage('fused')` (or "
+    "decorate the function with @ragmeter_langchain.stage('fused')); or score one stage by "
+    "its run name with stage='<name>' (name a retriever with .with_config(run_name=...))."
+)
+
+_ACTIVE: ContextVar[BaseCallbackHandler | None] = ContextVar(
     "ragmeter_langchain_active_handler", default=None
 )
 register_configure_hook(_ACTIVE, inheritable=True)  # LangChain adds it to runs in capture()
+
+_EVENTS = (
+    "on_llm_start",
+    "on_chat_model_start",
+    "on_llm_new_token",
+    "on_llm_end",
+    "on_llm_error",
+    "on_chain_start",
+    "on_chain_end",
+    "on_chain_error",
+    "on_tool_start",
+    "on_tool_end",
+    "on_tool_error",
+    "on_retriever_start",
+    "on_retriever_end",
+    "on_retriever_error",
+    "on_text",
+    "on_retry",
+    "on_agent_action",
+    "on_agent_finish",
+    "on_custom_event",
+)
+
+
+class _Fanout(BaseCallbackHandler):
+    """The handlers whose ``capture()`` scopes are open here, as the one handler LangChain's
+    configure hook adds: every event goes to each of them (a handler also passed in
+    ``callbacks`` sees an event twice and records it once)."""
+
+    raise_error: bool = False
+    run_inline: bool = True
+
+    def __init__(self, members: tuple[RagmeterCallbackHandler, ...]) -> None:
+        super().__init__()
+        self.members = members
+
+
+def _forward(event: str) -> Any:
+    def method(self: _Fanout, *args: Any, **kwargs: Any) -> None:
+        for member in self.members:
+            try:  # noqa: SIM105 - one handler's failure must not stop the others
+                getattr(member, event)(*args, **kwargs)
+            except Exception:  # the handlers never raise; this is the last line of defence
+                pass
+
+    method.__name__ = event
+    return method
+
+
+for _event in _EVENTS:
+    setattr(_Fanout, _event, _forward(_event))
+
+
+def _joined(current: BaseCallbackHandler | None, handler: RagmeterCallbackHandler) -> Any:
+    """What LangChain's configure hook adds once ``handler``'s scope opens under ``current``."""
+    if current is None or current is handler:
+        return handler
+    members = current.members if isinstance(current, _Fanout) else (current,)
+    if any(m is handler for m in members):
+        return current
+    return _Fanout((*members, handler))  # type: ignore[arg-type]
 
 
 def doc_id_hint(rule: DocIdRule) -> str:
@@ -80,27 +151,32 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
       metadata keys of :mod:`ragmeter.capture` (or the scope) set ``reference``,
       ``references``, ``reference_ids`` and ``relevance``.
     * ``user_input``: the root input (``input_key`` rule, see below).
-    * ``retrieved_ids`` / ``retrieved_contexts``: the documents of the *outermost* retriever
-      call (one not nested in another retriever), the last one to finish when it ran several
-      times (``retrieval="first"`` takes the first, ``"merge"`` joins them all);
-      ``retriever_name`` picks calls of one named retriever instead, at any depth. Ids by
-      ``doc_id`` (:class:`~ragmeter_langchain._convert.DocIdRule`): ``None`` (default)
-      ``Document.id``, else ``metadata["doc_id"]``, else a content hash; ``"id"``,
-      ``"content"``, ``"metadata.<key>"`` or a function; a document is never dropped.
-      ``retrieved_ids`` lists each id once, at its best rank (chunks of one source
-      collapse), ``retrieved_contexts`` every distinct text in rank order. Every retriever
-      call (name, query, depth, raw ids, latency, error) is kept in
-      ``metadata["retriever_calls"]``, with ``used`` marking the one(s) chosen. When the
-      candidates ran concurrently (``RunnableParallel``, ``asyncio.gather``), which one is
-      "last" or "first" depends on thread timing: ``capture_errors`` says so, and
-      ``retriever_name`` makes the pick deterministic.
+    * ``stages``: every step that produced a ranking, named by its run name (a retriever's
+      class name unless you name it with ``.with_config(run_name=...)``; a name seen twice
+      becomes ``"<name>#2"``), in the order they finished: each retriever call (a retriever
+      made of others, ``EnsembleRetriever``, ``MultiQueryRetriever``, is a ``"fusion"`` stage,
+      one wrapping a single retriever, ``ContextualCompressionRetriever``, a ``"reranker"``;
+      the ones inside it are stages too), each step marked with :func:`~ragmeter_langchain.stage`
+      (fusion in your own code), and ``context``: the last outermost step before the prompt.
+      When outermost steps ran side by side (``RunnableParallel``, ``asyncio.gather``) and no
+      marked step joined them, no context can be identified: the sample has no ranking, says
+      so in ``capture_errors``, and the report counts it (never a pick that depends on thread
+      timing).
+    * ``retrieved_ids`` / ``retrieved_contexts``: the ``context`` stage's documents (or the
+      stage named by ``stage=``). Ids by ``doc_id``
+      (:class:`~ragmeter_langchain._convert.DocIdRule`): ``None`` (default) ``Document.id``,
+      else ``metadata["doc_id"]``, else a content hash; ``"id"``, ``"content"``,
+      ``"metadata.<key>"`` or a function; a document is never dropped. ``retrieved_ids``
+      lists each id once, at its best rank (chunks of one source collapse),
+      ``retrieved_contexts`` every distinct text in rank order. Rankings are kept in list
+      order (ties included), never re-sorted by score.
     * ``response``: the text of the last LLM / chat-model call to finish, else the root
       output (``response_from="output"`` reads the root output, with ``output_key``).
     * ``latency_ms`` (root start to end), ``input_tokens``/``output_tokens`` summed over the
       model calls that report usage, ``error`` when the root run raised.
     * ``metadata``: ``framework`` (``"langchain"``), ``run_id``, ``run_name``, ``tags``,
       ``run_metadata`` (the run's other metadata, made JSON-safe; the same key in every
-      adapter), ``retriever_calls``, ``llm_calls`` and, if anything in the capture itself
+      adapter), ``llm_calls`` and, if anything in the capture itself
       went wrong (say a ``ragmeter_relevance`` that does not validate: it is left out, the
       rest of the sample kept), ``capture_errors``.
 
@@ -117,10 +193,17 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
     tokens. State is guarded by a lock (LangChain calls handlers from worker threads);
     ``max_samples`` bounds the stored samples, ``max_open_runs`` the runs in flight (the
     oldest open run is dropped past it, see :attr:`dropped_runs`). ``id_key=`` (the
-    metadata key of the default id rule) is a deprecated form of ``doc_id``.
+    metadata key of the default id rule) is a deprecated form of ``doc_id``;
+    ``retrieval=`` and ``retriever_name=`` (choosing among retriever calls) are deprecated
+    forms of ``stage=``.
+
+    Any number of handlers can observe one chain at once: each keeps its own samples, and
+    ``handler.capture(...)`` is that handler's own scope (a scope of another handler, nested
+    or not, gives it nothing). Precedence of ids and ground truth: the handler's own scope,
+    then the run's ``ragmeter_*`` metadata, then a ``ragmeter.capture.capture()`` scope.
 
     Raises :class:`~ragmeter.errors.InvalidInputError` for an unknown ``retrieval``,
-    ``record``, ``response_from`` or ``doc_id``, and a ``max_open_runs`` below 1.
+    ``record``, ``response_from``, ``stage`` or ``doc_id``, and a ``max_open_runs`` below 1.
     """
 
     raise_error: bool = False
@@ -132,7 +215,8 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
         input_key: str | TextFn | None = None,
         output_key: str | TextFn | None = None,
         response_from: ResponseFrom | None = None,
-        retrieval: Retrieval = "last",
+        stage: str = CONTEXT,
+        retrieval: Retrieval | None = None,
         retriever_name: str | None = None,
         doc_id: DocId = None,
         record: Record = "all",
@@ -141,7 +225,12 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
         id_key: Any = UNSET_KEY,
     ) -> None:
         super().__init__()
-        retrieval = check_retrieval(retrieval)
+        stage = check_stage(stage)
+        if retrieval is not None:
+            deprecated_selection("RagmeterCallbackHandler", "retrieval")
+            retrieval = check_retrieval(retrieval)
+        if retriever_name is not None:
+            deprecated_selection("RagmeterCallbackHandler", "retriever_name")
         record = check_record(record)
         rule = doc_id_rule(doc_id, id_key, owner="RagmeterCallbackHandler")
         if response_from is not None and response_from not in _RESPONSE_FROM:
@@ -165,12 +254,17 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
         self.config = CaptureConfig(
             FRAMEWORK,
             ProblemLog(logger, "LangChain"),
+            stage=stage,
             retrieval=retrieval,
             retriever_name=retriever_name,
             name_hint="name a retriever with retriever.with_config(run_name=...)",
+            stage_hint=STAGE_HINT,
             record=record,
+            owner=self,
         )
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="LangChain")
+        hints = Hints(
+            FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="LangChain", stage=STAGE_HINT
+        )
         self._store = SampleStore(max_samples=max_samples, hints=hints)
         self._runs = Runs(self.options, self.config, self._store)
 
@@ -198,7 +292,8 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
         return self.config.problems.count
 
     def _scope_opened(self, scope: Scope) -> None:
-        scope._state = _ACTIVE.set(self)  # LangChain's configure hook adds the handler
+        # LangChain's configure hook adds the handler (with the others whose scopes are open)
+        scope._state = _ACTIVE.set(_joined(_ACTIVE.get(), self))
 
     def _scope_closed(self, scope: Scope) -> None:
         token, scope._state = scope._state, None
@@ -255,11 +350,19 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
             self._runs.failed("on_chain_start", run_id, exc)
 
     def on_chain_end(self, outputs: dict[str, Any] | Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """A chain ended; a root chain becomes a sample."""
+        """A chain ended; a stage marker's documents become a stage, a root chain a sample."""
+        try:
+            self._runs.stage_end(run_id, outputs)
+        except Exception as exc:
+            self._runs.failed("on_chain_end", run_id, exc)
         self._runs.finish(run_id, output=outputs, kwargs=kwargs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain raised; a root chain becomes a sample with ``error`` set."""
+        try:
+            self._runs.retriever_error(run_id, error)
+        except Exception as exc:
+            self._runs.failed("on_chain_error", run_id, exc)
         self._runs.finish(run_id, error=error, kwargs=kwargs)
 
     def on_retriever_start(

@@ -1,14 +1,14 @@
 """What the handler keeps per root run: a :class:`~ragmeter.capture.RunRecord` with LangChain's
-run id, name, tags and model-call count (the retriever calls are the core's
-:class:`~ragmeter.capture.CallRecord`)."""
+run id, name, tags and model-call count (each step that produced a ranking is the core's
+:class:`~ragmeter.capture.StageRecord`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
-from ragmeter.capture import CaptureConfig, RunRecord
+from ragmeter.capture import CaptureConfig, RunRecord, StageRecord
 
 __all__ = ["UNSET", "LangChainRun", "Node", "run_name"]
 
@@ -58,15 +58,19 @@ class LangChainRun(RunRecord):
             out["llm_calls"] = self.llm_calls
         return out
 
-    def release(self) -> None:
-        super().release()
-        self.tags = None
 
+class Node(NamedTuple):
+    """An open run: its root's record, how many stages enclose it (itself included), its
+    :class:`~ragmeter.capture.StageRecord` if it is a stage (a retriever, a marker), the
+    nearest stage enclosing it, and the ``RunnableParallel`` branches it runs in
+    (``((parallel run key, branch key), ...)``, from LangChain's ``map:key:<key>`` tags).
+    Keyed by ``run_id.int`` (``UUID.__hash__`` is Python code; an int hashes in C)."""
 
-Node = tuple[LangChainRun, int, Any]
-"""An open run: its root's record, how many retrievers it is nested in (itself included),
-and its :class:`~ragmeter.capture.CallRecord` if it is a retriever (else ``None``). Keyed
-by ``run_id.int`` (``UUID.__hash__`` is Python code; an int hashes in C)."""
+    root: LangChainRun
+    below: int
+    stage: StageRecord | None
+    enclosing: StageRecord | None
+    fork: tuple[tuple[int, str], ...]
 
 
 def run_name(serialized: Any, kwargs: Mapping[str, Any]) -> str | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
-from ragmeter.capture import CallRecord, CaptureConfig, Retrieval, SampleStore, describe
+from ragmeter.capture import CaptureConfig, Retrieval, SampleStore, StageRecord, describe
 from ragmeter_langchain._convert import (
     DocIdRule,
     TextFn,
@@ -29,10 +29,14 @@ from ragmeter_langchain._convert import (
 )
 from ragmeter_langchain._records import UNSET, LangChainRun, Node, run_name
 
-__all__ = ["FRAMEWORK", "UNSET", "Options", "ResponseFrom", "Retrieval", "Runs"]
+__all__ = ["FRAMEWORK", "STAGE_KEY", "UNSET", "Options", "ResponseFrom", "Retrieval", "Runs"]
 
 FRAMEWORK = "langchain"
 """``sample.metadata["framework"]`` (the name ``ragmeter_langchain.judge`` reports too)."""
+
+STAGE_KEY = "ragmeter_stage"
+"""Run metadata of a :func:`~ragmeter_langchain.stage` marker: ``{STAGE_KEY: name}`` (the
+marker's run name too, so a run that merely inherits the metadata is not a marker)."""
 
 ResponseFrom = Literal["llm", "output"]
 
@@ -40,6 +44,17 @@ _IN_USER_CODE: ContextVar[bool] = ContextVar("ragmeter_langchain_in_user_code", 
 """Set while the handler runs a user function (``doc_id``, a callable ``input_key``...):
 runs started from there (e.g. a lookup that invokes a retriever) are not captured, so they
 cannot re-enter the handler or show up as extra samples."""
+
+
+_KIND_KEY = "ragmeter_stage_kind"
+"""Run metadata of a stage marker: the kind of step it marks (``"fusion"``, ``"reranker"``...)."""
+
+_NO_FORK: tuple[tuple[int, str], ...] = ()
+
+
+def _is_documents(value: Any) -> bool:
+    """Whether ``value`` is a list of documents (or empty): what a stage marker records."""
+    return isinstance(value, (list, tuple)) and all(hasattr(doc, "page_content") for doc in value)
 
 
 @dataclass(frozen=True)
@@ -96,33 +111,53 @@ class Runs:
         *,
         retriever: bool = False,
     ) -> None:
-        """A run started: a new root, or a node under its parent's root."""
+        """A run started: a new root, or a node under its parent's root (an event seen twice,
+        when the handler is reached twice, is recorded once)."""
         if _IN_USER_CODE.get():
             return
         key = run_id.int
         evicted = False
         with self.lock:
+            if key in self.nodes:
+                return
             parent = self.nodes.get(parent_run_id.int) if parent_run_id is not None else None
+            name = run_name(serialized, kwargs)
             if parent is None:
                 if len(self.roots) >= self.options.max_open_runs:
                     self._evict_oldest()
                     evicted = True
-                root = LangChainRun(
-                    self.config, key, run_name(serialized, kwargs), inputs, tags, metadata
-                )
+                root = LangChainRun(self.config, key, name, inputs, tags, metadata)
                 self.roots[key] = root
-                below = 0
+                below, enclosing, fork = 0, None, _NO_FORK
             else:
-                root, below, _ = parent
+                root, below, _, enclosing, fork = parent
                 if root.run_ids is not None:
                     root.run_ids.append(key)
-            call = None
-            if retriever and not root.ignored:
-                query = inputs if isinstance(inputs, str) else None
-                call = CallRecord(run_name(serialized, kwargs), query, below)
-                root.add_call(call)
-                below += 1
-            self.nodes[key] = (root, below, call)
+                if tags:  # a RunnableParallel branch: LangChain tags it map:key:<key>
+                    for tag in tags:
+                        if type(tag) is str and tag.startswith("map:key:"):
+                            fork = (*fork, (parent_run_id.int, tag[8:]))  # type: ignore[union-attr]
+                            break
+            stage = None
+            if not root.ignored:
+                marker = (
+                    not retriever
+                    and isinstance(metadata, Mapping)
+                    and name is not None
+                    and metadata.get(STAGE_KEY) == name
+                )
+                if retriever or marker:
+                    query = inputs if retriever and isinstance(inputs, str) else None
+                    kind = "retriever" if retriever else str(metadata.get(_KIND_KEY) or "stage")
+                    stage = StageRecord(
+                        name, query, below, kind=kind, parent=enclosing, branch=fork
+                    )
+                    if enclosing is not None:
+                        enclosing.nest()  # a retriever made of others reranks or fuses
+                    root.add_stage(stage)
+                    below += 1
+                    enclosing = stage
+            self.nodes[key] = Node(root, below, stage, enclosing, fork)
         if evicted:
             self.note(
                 None,
@@ -138,9 +173,10 @@ class Runs:
         self.dropped_runs += 1
 
     def retriever_end(self, run_id: UUID, documents: Sequence[Any]) -> None:
-        """A retriever returned: keep its documents' ids and texts in rank order."""
+        """A retriever (or a stage marker) returned: keep its documents' ids and texts in
+        rank order (once, however often the event arrives)."""
         node = self.nodes.get(run_id.int)
-        if node is None or node[2] is None:
+        if node is None or node[2] is None or node[2].end is not None:
             return
         rule = self.options.doc_id
         if rule.mode == "function":
@@ -158,19 +194,39 @@ class Runs:
                 self.note(node[0], "doc_id", note)
 
     def retriever_error(self, run_id: UUID, error: BaseException) -> None:
-        """A retriever raised: keep the failed call for drill-down."""
+        """A retriever (or a stage marker) raised: keep the failed stage for drill-down."""
         node = self.nodes.get(run_id.int)
-        if node is not None and node[2] is not None:
+        if node is not None and node[2] is not None and node[2].end is None:
             node[2].failed(error)
 
-    def llm_end(self, run_id: UUID, response: Any) -> None:
-        """A model call ended: its text becomes the candidate response; usage is summed."""
+    def stage_end(self, run_id: UUID, output: Any) -> None:
+        """A chain ended: if it is a stage marker, its output is the stage's ranking."""
         node = self.nodes.get(run_id.int)
+        if node is None or node[2] is None or node[2].end is not None:
+            return
+        if _is_documents(output):
+            self.retriever_end(run_id, output)
+        else:
+            node[2].failed(
+                f"the stage marker's output is a {type(output).__name__}, not a list of "
+                "Documents (mark a step that returns documents)"
+            )
+            self.note(node[0], "stage", f"{node[2].name}: {node[2].error}")
+
+    def llm_end(self, run_id: UUID, response: Any) -> None:
+        """A model call ended: its text becomes the candidate response; usage is summed
+        (once: a model run's node is dropped here, so an event seen twice adds nothing)."""
+        key = run_id.int
+        node = self.nodes.get(key)
         if node is None or node[0].ignored:
             return
+        if key not in self.roots:  # a root model run's node goes when the root finishes
+            with self.lock:
+                if self.nodes.pop(key, None) is None:
+                    return
         text, inp, out = llm_text_and_usage(response)
+        root = node[0]
         with self.lock:
-            root = node[0]
             root.llm_calls += 1
             if text is not None:
                 root.llm_text = text

@@ -5,12 +5,21 @@ spans: a ``query``/``aquery`` call on any ``BaseQueryEngine`` (``CustomQueryEngi
 included, which emits no ``QueryStartEvent``) or a ``chat``/``achat``/``stream_chat``/
 ``astream_chat`` call on any ``BaseChatEngine`` (``context``, ``condense_plus_context``...),
 with no enclosing top-level span being captured. Every retriever call inside it
-(``RetrievalStartEvent``/``EndEvent``, sub-engines' too) becomes a
-:class:`~ragmeter.capture.CallRecord` of its :class:`LlamaIndexRun`, with its own ranking,
-depth (how many retriever calls enclose it) and timing; every LLM call's reported token
-usage is added up. The run a span belongs to is found through the context (as LlamaIndex
-finds a span's parent), so concurrent ``aquery`` calls and threads never mix their samples.
-While a query runs only references are kept; the sample is built when first read.
+(``RetrievalStartEvent``/``EndEvent``, sub-engines' too) becomes a stage
+(:class:`~ragmeter.capture.StageRecord`) of its :class:`LlamaIndexRun`, with its own
+ranking, depth (how many retriever calls enclose it; a ``QueryFusionRetriever``'s members
+are inside it, which is a ``"fusion"`` stage) and timing; every LLM call's reported token
+usage is added up. What reached the LLM is the response's source nodes: when they are a
+retriever call's nodes, that call is the context; when the engine's node postprocessors
+re-ordered or cut them, they are one more stage (``"reranker"``, named after the
+postprocessors) and the context; when they are not a ranking of retrieved nodes (a
+sub-question engine answers from sub-answers, a router combines engines) the sample has
+no context ranking and says so. Queries LlamaIndex runs on its own (an evaluator's query
+over the contexts, a query engine inside a tool) are not the user's: they are not
+recorded unless asked. The run a span belongs to is found through the context (as
+LlamaIndex finds a span's parent), so concurrent ``aquery`` calls and threads never mix
+their samples. While a query runs only references (ids and texts, never nodes) are kept;
+the sample is built when read.
 """
 
 from __future__ import annotations
@@ -43,10 +52,10 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ragmeter.capture import (
-    CallRecord,
     CaptureConfig,
     RunRecord,
     SampleStore,
+    StageRecord,
     describe,
     jsonable,
 )
@@ -137,11 +146,21 @@ def _raw_usage(raw: Any) -> Any:
 class LlamaIndexRun(RunRecord):
     """One top-level query or chat turn (a :class:`~ragmeter.capture.RunRecord`).
 
-    Adds the response's source nodes (``sources``: node ids and texts, what the LLM saw,
-    after any reranking), the stream status and the id rule to the shared record.
+    Adds the texts the LLM saw when they are not a ranking of retrieved nodes (``seen``;
+    otherwise they are the context stage's), the node ids of the response's sources, the
+    stream status and the id rule to the shared record.
     """
 
-    __slots__ = ("doc_id", "ignored", "last", "sources", "span", "status", "stream_ms")
+    __slots__ = (
+        "doc_id",
+        "ignored",
+        "last",
+        "seen",
+        "source_ids",
+        "span",
+        "status",
+        "stream_ms",
+    )
 
     def __init__(
         self, config: CaptureConfig, tags: Mapping[str, Any] | None, doc_id: DocId, span: str
@@ -149,9 +168,9 @@ class LlamaIndexRun(RunRecord):
         super().__init__(config, meta=tags)
         self.doc_id = doc_id
         self.span: str | None = span  # the top-level span's id, while it is open
-        self.last: tuple[CallRecord, Sequence[Any]] | None = None  # last call and its nodes
-        # the response's source nodes (ids, texts), or the call whose nodes they are
-        self.sources: tuple[tuple[str, ...], tuple[str, ...]] | CallRecord | None = None
+        self.last: tuple[StageRecord, Sequence[Any]] | None = None  # last call and its nodes
+        self.seen: tuple[str, ...] | None = None  # source texts that are no ranking
+        self.source_ids: tuple[str, ...] | None = None  # node ids of unmatched sources
         self.status: str | None = None
         self.stream_ms: float | None = None
         self.ignored = not self.wanted
@@ -162,7 +181,7 @@ class LlamaIndexRun(RunRecord):
     def framework_fields(
         self,
         fields: dict[str, Any],
-        chosen: Sequence[CallRecord],
+        chosen: Sequence[StageRecord],
         pairs: Sequence[tuple[str, str]],
     ) -> None:
         meta = fields["metadata"]
@@ -176,25 +195,23 @@ class LlamaIndexRun(RunRecord):
             texts.extend(call.texts)
         meta["node_ids"] = node_ids
         meta["scores"] = scores
-        sources = self.sources
-        if isinstance(sources, CallRecord):  # the response's sources are that call's nodes
-            own_ids = _extra(sources)[0]
-            sources = (own_ids if own_ids is not None else tuple(sources.ids or ()), sources.texts)
-        if sources is not None:
-            meta["source_node_ids"] = list(sources[0])
+        context = self.context
+        if context is not None:
+            own_ids = _extra(context)[0]
+            meta["source_node_ids"] = list(own_ids if own_ids is not None else context.ids or ())
+        elif self.source_ids is not None:
+            meta["source_node_ids"] = list(self.source_ids)
         if self.status is not None:
             meta["response_status"] = self.status
         if self.stream_ms is not None:
             meta["stream_complete_ms"] = self.stream_ms
         fields["retrieved_texts"] = texts if chosen else None
-        if sources is not None and sources[0]:
-            fields["retrieved_contexts"] = list(sources[1])
-        else:
+        if self.seen is not None:  # what the LLM saw, though no ranking
+            fields["retrieved_contexts"] = list(self.seen)
+        elif context is not None:
+            fields["retrieved_contexts"] = list(context.texts)
+        elif fields.get("retrieved_contexts") is None:
             fields["retrieved_contexts"] = texts or None
-
-    def release(self) -> None:
-        super().release()
-        self.sources = None
 
     def stream_done(self, text: str | None, status: str) -> None:
         """What became of a streamed answer (the caller read it, or closed it early)."""
@@ -226,20 +243,34 @@ class Capture:
     span inside a captured run costs one context lookup and no bookkeeping.
     """
 
-    def __init__(self, doc_id: DocId, config: CaptureConfig, store: SampleStore) -> None:
+    def __init__(
+        self,
+        doc_id: DocId,
+        config: CaptureConfig,
+        store: SampleStore,
+        *,
+        names: Mapping[int, str] | None = None,
+        internal: bool = False,
+    ) -> None:
         self.doc_id = doc_id
         self.config = config
         self.store = store
+        self.names = dict(names or {})  # id(retriever) -> the stage name the user gave it
+        self.internal = internal  # record LlamaIndex's own queries (evaluators, tools) too
+        self.skipped = 0  # LlamaIndex's own queries left out
         self.lock = threading.Lock()
         self.run: ContextVar[LlamaIndexRun | None] = ContextVar(
             f"ragmeter_llamaindex_run_{id(self)}", default=None
         )
-        self.depth: ContextVar[int] = ContextVar(f"ragmeter_llamaindex_depth_{id(self)}", default=0)
-        # open top-level span -> its run; open retrieval span -> its call (with the tokens
+        self.enclosing: ContextVar[StageRecord | None] = ContextVar(
+            f"ragmeter_llamaindex_stage_{id(self)}", default=None
+        )
+        # open top-level span -> its run; open retrieval span -> its stage (with the tokens
         # that reset the context when the span closes)
         self.roots: dict[str, tuple[LlamaIndexRun, Token[LlamaIndexRun | None]]] = {}
-        self.retrievals: dict[str, tuple[CallRecord, Token[int]]] = {}
+        self.retrievals: dict[str, tuple[StageRecord, Token[StageRecord | None]]] = {}
         self.chat_streams: dict[int, tuple[Any, LlamaIndexRun]] = {}  # id(response) -> run
+        self.named_spans: dict[str, str] = {}  # retrieve span id -> the user's stage name
 
     @property
     def errors(self) -> int:
@@ -251,6 +282,7 @@ class Capture:
             self.roots.clear()
             self.retrievals.clear()
             self.chat_streams.clear()
+            self.named_spans.clear()
 
     def failed(self, exc: BaseException | None, run: RunRecord | None, message: str = "") -> None:
         """Log a capture problem (a warning once per kind, then DEBUG); note it on ``run``."""
@@ -276,6 +308,10 @@ class Capture:
                 argument = "message"
             else:
                 return
+            if not self.internal and _internal_query():
+                with self.lock:
+                    self.skipped += 1
+                return
             run = LlamaIndexRun(self.config, tags, self.doc_id, id_)
             arguments = getattr(bound_args, "arguments", None) or {}
             run.user_input = _query_text(arguments.get(argument))
@@ -285,6 +321,12 @@ class Capture:
         except Exception as exc:
             self.failed(exc, None)
 
+    def name_span(self, id_: str, instance: Any) -> None:
+        """A retriever the user named (``stage_names=``) starts a call: remember the name."""
+        name = self.names.get(id(instance))
+        if name is not None:
+            self.named_spans[id_] = name
+
     def span_closed(
         self, span_id: str, instance: Any, result: Any, err: BaseException | None
     ) -> None:
@@ -292,8 +334,8 @@ class Capture:
             if self.retrievals:
                 call_entry = self.retrievals.pop(span_id, None)  # dict.pop is atomic
                 if call_entry is not None:
-                    call, depth_token = call_entry
-                    _reset(self.depth, depth_token)
+                    call, stage_token = call_entry
+                    _reset(self.enclosing, stage_token)
                     if not call.finished and err is not None:
                         call.failed(err)
             if self.roots:
@@ -303,7 +345,7 @@ class Capture:
                     _reset(self.run, run_token)
                     run.span = None  # the id string is not kept with the sample
                     if not run.ignored:
-                        self.finish(run, result, err)
+                        self.finish(run, result, err, instance)
             if (  # a chat stream's writer (a thread LlamaIndex may start inside the chat span)
                 self.chat_streams
                 and isinstance(instance, StreamingAgentChatResponse)
@@ -331,13 +373,18 @@ class Capture:
         run = self.run.get()
         if run is None or sid is None or run.ignored:
             return  # outside any captured run
-        depth = self.depth.get()
+        parent = self.enclosing.get()
         query = _query_text(getattr(event, "str_or_query_bundle", None))
-        call = CallRecord(_class_of(sid), query, depth)
+        name = self.named_spans.pop(sid, None) if self.named_spans else None
+        call = StageRecord(
+            name or _class_of(sid), query, 0 if parent is None else parent.depth + 1, parent=parent
+        )
         with self.lock:
-            run.add_call(call)
+            if parent is not None:
+                parent.nest()  # a fusion retriever's members run inside it
+            run.add_stage(call)
         # retriever calls inside this one (a fusion retriever's members) are one deeper
-        self.retrievals[sid] = (call, self.depth.set(depth + 1))
+        self.retrievals[sid] = (call, self.enclosing.set(call))
 
     def retrieval_end(self, event: RetrievalEndEvent) -> None:
         sid = event.span_id or ""
@@ -403,7 +450,9 @@ class Capture:
 
     # -- samples ------------------------------------------------------------------------
 
-    def finish(self, run: LlamaIndexRun, response: Any, err: BaseException | None) -> None:
+    def finish(
+        self, run: LlamaIndexRun, response: Any, err: BaseException | None, engine: Any = None
+    ) -> None:
         run.finish(err)
         stream: Any = None
         try:
@@ -425,9 +474,9 @@ class Capture:
             last, run.last = run.last, None
             if sources:
                 if last is not None and _same(sources, last[1]):
-                    run.sources = last[0]  # the usual case: the last call's very nodes
+                    run.context = last[0]  # the usual case: the last call's very nodes
                 else:
-                    run.sources = _sources(run, sources)
+                    self._context_from(run, sources, engine)
         except Exception as exc:
             self.failed(exc, run)
         self.store.add(run)
@@ -438,8 +487,88 @@ class Capture:
                 self.failed(exc, None)
                 run.stream_done(None, f"not captured: {exc}")
 
+    def _context_from(
+        self, run: LlamaIndexRun, sources: Sequence[NodeWithScore], engine: Any
+    ) -> None:
+        """The response's source nodes are not the last call's: a postprocessed ranking of an
+        outermost call's nodes (one more stage, the context), or no ranking at all."""
+        source_ids = [s.node.node_id for s in sources]
+        wanted = set(source_ids)
+        for stage in reversed(run.stages):
+            if not stage.finished or stage.depth != 0:
+                continue
+            own = _extra(stage)[0]
+            node_ids = own if own is not None else tuple(stage.ids or ())
+            if not wanted <= set(node_ids):
+                continue
+            doc_of = dict(zip(node_ids, stage._ids or (), strict=False))
+            post = StageRecord(
+                _postprocessors(engine), stage.query, 0, kind="reranker", inputs=(stage,)
+            )
+            ids = [doc_of.get(n) for n in source_ids]
+            packed = _packed([s.score for s in sources])
+            extra = (
+                packed
+                if self.doc_id == "node_id" and type(packed) is bytes
+                else (
+                    tuple(source_ids),
+                    packed,
+                )
+            )
+            post.start = stage.end or stage.start
+            post.done(ids, [_text(s.node) for s in sources], extra=extra)
+            with self.lock:
+                run.add_stage(post)
+            run.context = post
+            return
+        run.seen = tuple(_text(s.node) for s in sources)
+        run.source_ids = tuple(source_ids)
+        names = ", ".join(sorted({str(s.name) for s in run.stages})) or "none"
+        run.context_note = (
+            f"the response's {len(sources)} source nodes (what reached the LLM) are not a "
+            f"ranking of any one retriever call (stages: {names}): a sub-question engine "
+            "answers from its sub-answers, a router combines several engines, so the sample "
+            "has no context ranking. Score one retriever call with stage='<name>' (a "
+            "LlamaIndex stage is named after its retriever's class; name it with "
+            "stage_names={'bm25': retriever})."
+        )
 
-def _extra(call: CallRecord) -> tuple[tuple[str, ...] | None, Any]:
+
+def _postprocessors(engine: Any) -> str:
+    """The stage name of an engine's node postprocessors: their classes, joined by ``+``."""
+    found = getattr(engine, "_node_postprocessors", None) or ()
+    names = [type(p).__name__ for p in found]
+    return "+".join(names) if names else "postprocessed"
+
+
+_EVALUATOR_METHODS = frozenset(
+    {"evaluate", "aevaluate", "evaluate_response", "aevaluate_response", "_aevaluate"}
+)
+_TOOL_METHODS = frozenset({"call", "acall", "__call__"})
+_STACK_DEPTH = 40
+
+
+def _internal_query() -> bool:
+    """Whether the query starting now is LlamaIndex's own: asked by an evaluator (a
+    ``BaseEvaluator`` queries an index of the contexts) or by a tool (a ``BaseTool`` called
+    by an agent), found on the call stack."""
+    from llama_index.core.evaluation.base import BaseEvaluator
+    from llama_index.core.tools.types import BaseTool
+
+    frame = sys._getframe(2)
+    for _ in range(_STACK_DEPTH):
+        if frame is None:
+            return False
+        name = frame.f_code.co_name
+        if name in _EVALUATOR_METHODS or name in _TOOL_METHODS:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, (BaseEvaluator, BaseTool)):
+                return True
+        frame = frame.f_back
+    return False
+
+
+def _extra(call: StageRecord) -> tuple[tuple[str, ...] | None, Any]:
     """``(node_ids or None, packed scores)`` of a call (``None``: the node ids are its ids)."""
     extra = call.extra
     if extra is None:
@@ -471,22 +600,6 @@ def _scores(packed: Any) -> list[Any]:
 def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
     """Whether two node lists hold the very same objects, in order (both are alive)."""
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
-
-
-def _sources(run: LlamaIndexRun, sources: Sequence[NodeWithScore]) -> Any:
-    """The source nodes as (ids, texts), or the retriever call that returned exactly them
-    (the usual case: no postprocessor changed them), which costs no more memory."""
-    for call in reversed(run.calls):
-        if not call.finished or len(call.texts) != len(sources):
-            continue
-        own = _extra(call)[0]
-        ids = own if own is not None else call.ids or ()
-        if all(
-            s.node.id_ == i and _text(s.node) == t
-            for s, i, t in zip(sources, ids, call.texts, strict=True)
-        ):
-            return call
-    return tuple(s.node.id_ for s in sources), tuple(_text(s.node) for s in sources)
 
 
 def scored_nodes(response: Any) -> list[NodeWithScore]:

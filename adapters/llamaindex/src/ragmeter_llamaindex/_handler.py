@@ -8,9 +8,11 @@ costs microseconds, and the span hooks run a dozen times per query.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.instrumentation import (  # type: ignore[attr-defined, unused-ignore]
     Dispatcher,
     get_dispatcher,
@@ -26,6 +28,7 @@ from llama_index.core.instrumentation.span import SimpleSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 from ragmeter.capture import (
+    Attachment,
     CaptureConfig,
     DatasetFront,
     Hints,
@@ -35,8 +38,11 @@ from ragmeter.capture import (
     SampleStore,
     check_record,
     check_retrieval,
+    check_stage,
+    deprecated_selection,
 )
 from ragmeter.errors import InvalidInputError
+from ragmeter.schema import CONTEXT
 from ragmeter_llamaindex._capture import FRAMEWORK, Capture, logger
 from ragmeter_llamaindex._retriever import UNSET, DocId, describe_id_field, doc_id_option
 
@@ -46,6 +52,15 @@ SAMPLE_ID_HINT = (
     "LlamaIndex: run each query inside `with handler.capture(id=qid):` (or "
     "instrument_tags({'ragmeter_id': qid}) from llama_index.core.instrumentation.dispatcher); "
     "without it a sample's id is a new uuid."
+)
+
+
+STAGE_HINT = (
+    "LlamaIndex: the context is the response's source nodes (after node postprocessors); when "
+    "they are no ranking of one retriever call (a sub-question engine, a router combining "
+    "engines), score one call with stage='<name>' (a stage is named after its retriever's "
+    "class, VectorIndexRetriever#2 for a second call; name retrievers with "
+    "stage_names={'bm25': retriever})."
 )
 
 
@@ -79,10 +94,13 @@ class _SpanTracker(BaseSpanHandler[SimpleSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """A top-level query or chat turn starts a record (a span inside one: nothing)."""
+        """A top-level query or chat turn starts a record (a span inside one: nothing, but a
+        retriever the user named)."""
         core = self._core
         if core.run.get() is None:
             core.span_enter(id_, bound_args, instance, parent_id, tags)
+        elif core.names:
+            core.name_span(id_, instance)
 
     def span_exit(
         self,
@@ -159,21 +177,27 @@ class RagmeterEventHandler(DatasetFront, BaseEventHandler):
     ``metadata["capture_errors"]``. ``id_field=`` is the deprecated name of ``doc_id``.
 
     Every retriever call inside the run (a sub-question engine makes one per sub-question,
-    a router one per chosen engine) is kept in ``metadata["retriever_calls"]`` (``name``:
-    the retriever's class name, ``query``, ``depth``, ``ids``, ``latency_ms``, ``used``),
-    and one ranking is scored, chosen as in the LangChain adapter: ``retrieval="last"``
-    (the default: the last outermost call to finish), ``"first"`` or ``"merge"`` (all of
-    them, each id at its best rank), or the calls of ``retriever_name``. Calls that ran
-    concurrently (``use_async``) make that pick depend on timing; ``capture_errors`` says
-    so.
+    a router one per chosen engine, a ``QueryFusionRetriever`` one per member inside its
+    own) is a stage of the sample (``sample.stages``: ``name``, the retriever's class, or
+    the name ``stage_names={"bm25": retriever}`` gives it, ``"#2"`` for a second call;
+    ``query``, ``depth``, ``ids``, ``latency_ms``), and so are the engine's node
+    postprocessors when they changed the ranking (one ``"reranker"`` stage named after
+    them). ``context`` is what reached the LLM, the response's source nodes; when they are
+    no ranking of one call (sub-question, router) the sample has none and says so. The
+    scored ranking (``retrieved_ids``) is the context unless ``stage=`` names another;
+    ``retrieval=`` and ``retriever_name=`` are deprecated. Rankings are kept in list
+    order, ties included, never re-sorted by score.
 
     Ids and ground truth: the scope's (``capture(...)``), or ``instrument_tags`` keys
     around the query (``ragmeter_id``, ``ragmeter_reference``, ``ragmeter_reference_ids``,
     ``ragmeter_relevance``; they win; a value that does not validate is left out and
     noted). Other tags go, JSON-safe, to ``metadata["run_metadata"]``;
     ``metadata["framework"]`` is ``"llamaindex"``. ``record="tagged"`` records only runs
-    that carry a sample id, so queries LlamaIndex runs on its own (``FaithfulnessEvaluator``
-    queries an index of the contexts) add no samples.
+    that carry a sample id. Queries LlamaIndex runs on its own, inside an evaluator
+    (``FaithfulnessEvaluator`` queries an index of the contexts) or a tool, are never the
+    user's: they are not recorded (:attr:`skipped` counts them) unless
+    ``capture_internal=True``. Several handlers may be attached at once: each keeps its
+    own samples and its own ``capture()`` scopes.
 
     A streaming response (query or chat) is never read by the handler: the sample is stored
     at once with ``response=None`` and ``metadata["response_status"] == "stream not consumed
@@ -183,59 +207,85 @@ class RagmeterEventHandler(DatasetFront, BaseEventHandler):
     logged once per kind (later ones at DEBUG), counted in ``capture_errors`` and noted on
     the sample.
 
-    Raises :class:`~ragmeter.errors.InvalidInputError` for an invalid ``doc_id``,
-    ``retrieval`` or ``record``.
+    Raises :class:`~ragmeter.errors.InvalidInputError` for an invalid ``doc_id``, ``stage``,
+    ``stage_names``, ``retrieval`` or ``record``.
     """
 
     doc_id: Any = "node_id"
     max_samples: int | None = None
-    retrieval: str = "last"
+    stage: str = CONTEXT
+    retrieval: str | None = None
     retriever_name: str | None = None
     record: str = "all"
+    capture_internal: bool = False
 
     if TYPE_CHECKING:  # plain instance attributes, not pydantic private ones
         _core: ClassVar[Capture]
         _spans: ClassVar[_SpanTracker]
         _dispatchers: ClassVar[list[Dispatcher]]
+        _attachment_state: ClassVar[Attachment]
 
     def __init__(
         self,
         *,
         doc_id: DocId | None = None,
         max_samples: int | None = None,
-        retrieval: Retrieval = "last",
-        retriever_name: str | None = None,
+        stage: str = CONTEXT,
+        stage_names: Mapping[str, Any] | None = None,
         record: Record = "all",
+        capture_internal: bool = False,
+        retrieval: Retrieval | None = None,
+        retriever_name: str | None = None,
         id_field: Any = UNSET,
     ) -> None:
         rule = doc_id_option(doc_id, id_field, owner="RagmeterEventHandler")
-        retrieval = check_retrieval(retrieval)
+        stage = check_stage(stage)
+        if retrieval is not None:
+            deprecated_selection("RagmeterEventHandler", "retrieval")
+            retrieval = check_retrieval(retrieval)
+        if retriever_name is not None:
+            deprecated_selection("RagmeterEventHandler", "retriever_name")
         record = check_record(record)
+        names = _check_names(stage_names)
         fields: dict[str, Any] = {
             "doc_id": rule,
             "max_samples": max_samples,
+            "stage": stage,
             "retrieval": retrieval,
             "retriever_name": retriever_name,
             "record": record,
+            "capture_internal": bool(capture_internal),
         }
         super().__init__(**fields)
-        hints = Hints(FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="LlamaIndex")
+        hints = Hints(
+            FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="LlamaIndex", stage=STAGE_HINT
+        )
         config = CaptureConfig(
             FRAMEWORK,
             ProblemLog(logger, "LlamaIndex"),
+            stage=stage,
             retrieval=retrieval,
             retriever_name=retriever_name,
-            name_hint="a LlamaIndex retriever's name is its class name, e.g. "
-            "'VectorIndexRetriever'",
+            name_hint="a LlamaIndex stage is named after its retriever's class, e.g. "
+            "'VectorIndexRetriever' (or by stage_names=)",
+            stage_hint=STAGE_HINT,
             record=record,
+            owner=self,
         )
-        core = Capture(rule, config, SampleStore(max_samples=max_samples, hints=hints))
+        core = Capture(
+            rule,
+            config,
+            SampleStore(max_samples=max_samples, hints=hints),
+            names=names,
+            internal=bool(capture_internal),
+        )
         spans = _SpanTracker()
         # plain instance attributes (not pydantic private ones): read on every span
         object.__setattr__(spans, "_core", core)
         object.__setattr__(self, "_core", core)
         object.__setattr__(self, "_spans", spans)
         object.__setattr__(self, "_dispatchers", [])
+        object.__setattr__(self, "_attachment_state", Attachment(self._register))
 
     @classmethod
     def class_name(cls) -> str:
@@ -250,8 +300,27 @@ class RagmeterEventHandler(DatasetFront, BaseEventHandler):
     # -- registration -------------------------------------------------------------------
 
     def attach(self, dispatcher: Dispatcher | None = None) -> RagmeterEventHandler:
-        """Register on ``dispatcher`` (default: the root one, which sees everything); idempotent."""
-        d = dispatcher if dispatcher is not None else get_dispatcher()
+        """Register on ``dispatcher`` (default: the root one, which sees everything);
+        idempotent. Other handlers attached meanwhile are left as they are."""
+        if dispatcher is not None:
+            self._add_to(dispatcher)
+        self._attachment_state.attach()
+        return self
+
+    def detach(self) -> None:
+        """Unregister from every dispatcher it was attached to (once no ``capture()`` scope of
+        its own is open); queries in flight are dropped. Other handlers are left as they are."""
+        self._attachment_state.detach()
+
+    def _register(self, on: bool) -> None:
+        if on:
+            if not self._dispatchers:
+                self._add_to(get_dispatcher())
+        else:
+            self._unregister()
+            self._core.reset()
+
+    def _add_to(self, d: Dispatcher) -> None:
         with self._core.lock:
             if not any(h is self for h in d.event_handlers):
                 d.add_event_handler(self)
@@ -259,12 +328,6 @@ class RagmeterEventHandler(DatasetFront, BaseEventHandler):
                 d.add_span_handler(self._spans)
             if not any(x is d for x in self._dispatchers):
                 self._dispatchers.append(d)
-        return self
-
-    def detach(self) -> None:
-        """Unregister from every dispatcher it was attached to; queries in flight are dropped."""
-        self._unregister()
-        self._core.reset()
 
     def _unregister(self) -> None:
         with self._core.lock:
@@ -296,25 +359,31 @@ class RagmeterEventHandler(DatasetFront, BaseEventHandler):
         """How many capture problems occurred (each is also noted on its sample when it has one)."""
         return self._core.errors
 
-    def _attached(self) -> bool:
-        return bool(self._dispatchers)
+    @property
+    def skipped(self) -> int:
+        """Queries LlamaIndex ran on its own (inside an evaluator or a tool) left out."""
+        return self._core.skipped
 
-    def _attach_for_scopes(self, on: bool) -> None:
-        if on:
-            self.attach()
-        else:
-            self._unregister()
+    def _attachment(self) -> Attachment:
+        return self._attachment_state
 
     def _dataset_call(
         self, target: Any, options: dict[str, Any], *, asynchronous: bool
     ) -> Callable[[str], Any]:
-        """``run_dataset`` runs ``target.query(query)`` (a chat engine: ``chat``; async:
-        ``aquery``/``achat``). A chat engine keeps its history between queries unless you
-        reset it."""
+        """``run_dataset`` runs ``target.query(query)`` (async: ``aquery``); a chat engine
+        gets a fresh conversation per query (``reset()``, then ``chat``/``achat``), so no
+        query sees another's history."""
+        if isinstance(target, BaseChatEngine):
+            return _fresh_chat(target, asynchronous)
         call: Callable[[str], Any] = _entry(
             target, ("aquery", "achat") if asynchronous else ("query", "chat")
         )
         return call
+
+    def _dataset_workers(self, target: Any, concurrency: int) -> int:
+        """A chat engine holds one conversation, so its queries run one at a time (several
+        threads would share, and may deadlock on, its memory)."""
+        return 1 if isinstance(target, BaseChatEngine) else concurrency
 
     # -- events -------------------------------------------------------------------------
 
@@ -328,6 +397,48 @@ class RagmeterEventHandler(DatasetFront, BaseEventHandler):
             route(core, event)
         except Exception as exc:
             core.failed(exc, None)
+
+
+def _fresh_chat(engine: Any, asynchronous: bool) -> Callable[[str], Any]:
+    """``chat(query)`` on ``engine`` in a fresh conversation each time."""
+    if asynchronous:
+
+        async def achat(query: str) -> Any:
+            engine.reset()
+            return await engine.achat(query)
+
+        return achat
+
+    def chat(query: str) -> Any:
+        engine.reset()
+        return engine.chat(query)
+
+    return chat
+
+
+def _check_names(stage_names: Mapping[str, Any] | None) -> dict[int, str]:
+    """``{id(retriever): name}`` from ``stage_names={name: retriever}``."""
+    if stage_names is None:
+        return {}
+    if not isinstance(stage_names, Mapping):
+        raise InvalidInputError(
+            "stage_names must be a mapping {stage name: retriever object}, got "
+            f"{type(stage_names).__name__}"
+        )
+    out: dict[int, str] = {}
+    for name, retriever in stage_names.items():
+        if not isinstance(name, str) or not name or name == CONTEXT:
+            raise InvalidInputError(
+                f"stage_names: a stage name must be a non-empty str other than {CONTEXT!r}, "
+                f"got {name!r}"
+            )
+        if not isinstance(retriever, BaseRetriever):
+            raise InvalidInputError(
+                f"stage_names[{name!r}] must be a LlamaIndex retriever (BaseRetriever), got "
+                f"{type(retriever).__name__}"
+            )
+        out[id(retriever)] = name
+    return out
 
 
 def _entry(engine: Any, names: Sequence[str]) -> Any:
