@@ -464,6 +464,32 @@ def test_eval_claims_only_and_metrics(
     assert list(json.loads(out)["metrics"]) == ["faithfulness", "ndcg@5", "mrr@5"]
 
 
+def test_eval_says_when_retrieved_ids_never_match_the_judged_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    samples = [
+        {"id": "a", "retrieved_ids": ["c-1", "c-2"], "reference_ids": ["doc-1"]},
+        {"id": "b", "retrieved_ids": ["c-3"], "relevance": {"doc-2": 1}},
+    ]
+    path = write_lines(tmp_path / "chunks.jsonl", samples)
+    code, out, err = invoke(capsys, "eval", str(path), "-m", "precision,recall", "--k", "2")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if "recall@2" in ln)
+    assert [c.strip() for c in line.strip("│ ").split("│")][1:4] == ["0.0000", "0.0000", "2/2"]
+    (line,) = [ln for ln in err.splitlines() if "(doc_ids)" in ln]
+    assert line.startswith("warning: CAUTION [samples] (doc_ids): every retrieval score")
+    assert "of the 2 sample(s) scored on retrieved_ids is 0" in line
+    assert "none of the 3 retrieved doc ids (e.g. 'c-1', 'c-2', 'c-3')" in line
+    code, out, _ = invoke(capsys, "eval", str(path), "-m", "precision", "--json")
+    assert code == 0
+    (warning,) = json.loads(out)["warnings"]
+    assert "none of the 3 retrieved doc ids" in warning
+    fixed = [dict(samples[0], retrieved_ids=["doc-1"]), samples[1]]
+    path = write_lines(tmp_path / "ids.jsonl", fixed)
+    code, _, err = invoke(capsys, "eval", str(path), "-m", "precision")
+    assert code == 0 and "warning" not in err
+
+
 def test_eval_skip_errors_counts_skipped_lines(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
