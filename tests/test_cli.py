@@ -181,14 +181,21 @@ def test_trec_and_beir_qrels_are_detected_and_agree(
     trec_qrels = tmp_path / "qrels.trec"
     write_trec_qrels(read_beir_qrels(CRAN / "qrels" / "test.tsv"), trec_qrels)
     reports = []
-    for qrels in (CRAN / "qrels" / "test.tsv", trec_qrels):
+    for qrels in (CRAN / "qrels" / "test.tsv", trec_qrels, CRAN):  # CRAN: a BEIR directory
         code, out, err = invoke(
             capsys, "retrieval", "--qrels", str(qrels), "--run", str(CRAN / "bm25.run"), "--json"
         )
         assert code == 0, err
         reports.append(json.loads(out))
-    assert reports[0]["metrics"] == reports[1]["metrics"]
-    assert reports[0]["n_queries"] == 225
+    assert reports[0]["metrics"] == reports[1]["metrics"] == reports[2]["metrics"]
+    assert reports[0]["per_query"] == reports[2]["per_query"]
+    assert reports[2]["n_queries"] == 225
+    expected = trec_eval_file(CRAN / "bm25.trec_eval.txt")
+    assert f"{reports[2]['metrics']['ndcg@10']:.4f}" == expected[("ndcg_cut_10", "all")]
+    # the table, as `ragmeter beir DIR` prints it
+    code, out, err = invoke(capsys, "retrieval", "--qrels", str(CRAN), "-r", str(CRAN / "bm25.run"))
+    assert code == 0, err
+    assert table_cell(out, "ndcg", "@10") == "0.3458"
 
 
 def test_retrieval_json_and_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -262,7 +269,7 @@ def test_missing_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     code, _, err = invoke(capsys, "beir", str(tmp_path), "--run", str(CRAN / "bm25.run"))
     assert_one_line_error(code, err, "no qrels file under", "--qrels-file")
     code, _, err = invoke(capsys, "retrieval", "--qrels", str(tmp_path), "--run", missing)
-    assert_one_line_error(code, err, "is a directory")
+    assert_one_line_error(code, err, "is a directory without a BEIR qrels file (qrels/test.tsv")
 
 
 def test_malformed_lines_name_file_and_line(
