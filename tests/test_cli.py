@@ -181,14 +181,21 @@ def test_trec_and_beir_qrels_are_detected_and_agree(
     trec_qrels = tmp_path / "qrels.trec"
     write_trec_qrels(read_beir_qrels(CRAN / "qrels" / "test.tsv"), trec_qrels)
     reports = []
-    for qrels in (CRAN / "qrels" / "test.tsv", trec_qrels):
+    for qrels in (CRAN / "qrels" / "test.tsv", trec_qrels, CRAN):  # CRAN: a BEIR directory
         code, out, err = invoke(
             capsys, "retrieval", "--qrels", str(qrels), "--run", str(CRAN / "bm25.run"), "--json"
         )
         assert code == 0, err
         reports.append(json.loads(out))
-    assert reports[0]["metrics"] == reports[1]["metrics"]
-    assert reports[0]["n_queries"] == 225
+    assert reports[0]["metrics"] == reports[1]["metrics"] == reports[2]["metrics"]
+    assert reports[0]["per_query"] == reports[2]["per_query"]
+    assert reports[2]["n_queries"] == 225
+    expected = trec_eval_file(CRAN / "bm25.trec_eval.txt")
+    assert f"{reports[2]['metrics']['ndcg@10']:.4f}" == expected[("ndcg_cut_10", "all")]
+    # the table, as `ragmeter beir DIR` prints it
+    code, out, err = invoke(capsys, "retrieval", "--qrels", str(CRAN), "-r", str(CRAN / "bm25.run"))
+    assert code == 0, err
+    assert table_cell(out, "ndcg", "@10") == "0.3458"
 
 
 def test_retrieval_json_and_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -262,7 +269,7 @@ def test_missing_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     code, _, err = invoke(capsys, "beir", str(tmp_path), "--run", str(CRAN / "bm25.run"))
     assert_one_line_error(code, err, "no qrels file under", "--qrels-file")
     code, _, err = invoke(capsys, "retrieval", "--qrels", str(tmp_path), "--run", missing)
-    assert_one_line_error(code, err, "is a directory")
+    assert_one_line_error(code, err, "is a directory without a BEIR qrels file (qrels/test.tsv")
 
 
 def test_malformed_lines_name_file_and_line(
@@ -462,6 +469,32 @@ def test_eval_claims_only_and_metrics(
     )
     assert code == 0
     assert list(json.loads(out)["metrics"]) == ["faithfulness", "ndcg@5", "mrr@5"]
+
+
+def test_eval_says_when_retrieved_ids_never_match_the_judged_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    samples = [
+        {"id": "a", "retrieved_ids": ["c-1", "c-2"], "reference_ids": ["doc-1"]},
+        {"id": "b", "retrieved_ids": ["c-3"], "relevance": {"doc-2": 1}},
+    ]
+    path = write_lines(tmp_path / "chunks.jsonl", samples)
+    code, out, err = invoke(capsys, "eval", str(path), "-m", "precision,recall", "--k", "2")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if "recall@2" in ln)
+    assert [c.strip() for c in line.strip("│ ").split("│")][1:4] == ["0.0000", "0.0000", "2/2"]
+    (line,) = [ln for ln in err.splitlines() if "(doc_ids)" in ln]
+    assert line.startswith("warning: CAUTION [samples] (doc_ids): every retrieval score")
+    assert "of the 2 sample(s) scored on retrieved_ids is 0" in line
+    assert "none of the 3 retrieved doc ids (e.g. 'c-1', 'c-2', 'c-3')" in line
+    code, out, _ = invoke(capsys, "eval", str(path), "-m", "precision", "--json")
+    assert code == 0
+    (warning,) = json.loads(out)["warnings"]
+    assert "none of the 3 retrieved doc ids" in warning
+    fixed = [dict(samples[0], retrieved_ids=["doc-1"]), samples[1]]
+    path = write_lines(tmp_path / "ids.jsonl", fixed)
+    code, _, err = invoke(capsys, "eval", str(path), "-m", "precision")
+    assert code == 0 and "warning" not in err
 
 
 def test_eval_skip_errors_counts_skipped_lines(

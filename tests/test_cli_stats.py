@@ -252,6 +252,56 @@ def test_gate_bad_input_exits_2(app: typer.Typer, reports: dict[str, Path], tmp_
     assert bad_drop.exit_code == 2 and "max_drop must be" in bad_drop.stderr
 
 
+# --------------------------------------------------------------------------- unranked queries
+
+
+def test_compare_and_gate_say_when_a_run_lacks_judged_queries(
+    app: typer.Typer, files: dict[str, Path]
+) -> None:
+    """A run ranking 168 of Cranfield's 225 judged queries: its 57 zeros are named."""
+    run = read_trec_run(files["bm25"])
+    fewer = files["root"] / "fewer.run"
+    write_trec_run({q: d for i, (q, d) in enumerate(run.items()) if i % 4}, fewer)
+    args = ["compare", str(files["bm25"]), str(fewer), "--qrels", str(files["beir"])]
+    text = _ok(app, args)
+    assert "fewer is significantly worse than bm25" in text
+    (line,) = [ln for ln in text.splitlines() if "warning:" in ln]
+    assert line.startswith(
+        "  warning: fewer's run has no ranking for 57 of the 225 paired queries that bm25 ranks"
+    )
+    assert "scored them 0 (missing_queries='zero', = trec_eval -c)" in line
+    assert "over the 168 paired queries both rank, the mean difference is +0.0000" in line
+    data = json.loads(_ok(app, [*args, "--json"]))
+    assert data["warnings"] == [line.removeprefix("  warning: ")]
+    # the queries both rank only: the same system, no difference, and what was left out
+    skip = [*args, "--missing-queries", "skip", "--on-missing", "intersect", "--json"]
+    data = json.loads(_ok(app, skip))
+    assert (data["n"], data["mean_diff"], data["significant"]) == (168, 0.0, False)
+    (left,) = data["warnings"]
+    assert left.startswith("left out 57 queries only in bm25 and 0 only in fewer")
+    assert "fewer's run has no ranking for 57 of them, which its report left out" in left
+    bad = runner.invoke(app, [*args, "--missing-queries", "drop"])
+    assert bad.exit_code == 1 and "missing_queries must be 'zero' or 'skip'" in bad.stderr
+    # more than two runs: each row's warning under the table
+    table = _ok(app, [*args, str(files["weaker"])])
+    assert "warning: fewer: fewer's run has no ranking for 57" in table
+    assert "warning: weaker" not in table
+    # the gate on saved reports: the reason points at the warning, JSON carries it
+    report = files["root"] / "fewer.json"
+    qrels = read_beir_qrels(files["beir"])
+    report.write_text(evaluate_run(qrels, read_trec_run(fewer)).to_json())
+    baseline = files["root"] / "bm25-gate.json"
+    baseline.write_text(evaluate_run(qrels, run).to_json())
+    gate_args = ["gate", "--baseline", str(baseline), "--current", str(report)]
+    out = _ok(app, gate_args, code=1)
+    first = out.splitlines()[0]
+    assert first.startswith("REGRESSION: ndcg@10 dropped by ")
+    assert first.endswith("see the warning below.")
+    assert "  warning: current's run has no ranking for 57 of the 225 paired queries" in out
+    data = json.loads(_ok(app, [*gate_args, "--json"], code=1))
+    assert data["warnings"] == data["comparison"]["warnings"] and len(data["warnings"]) == 1
+
+
 # --------------------------------------------------------------------------- samples
 
 

@@ -435,6 +435,30 @@ def test_an_empty_part_merges_into_a_bucketed_distribution() -> None:
     assert not bucketed.exact and bucketed.stats() == before
 
 
+def test_the_rag_doc_ids_warning_is_one_machines_over_any_partitioning() -> None:
+    # the message's first distinct ids ('a', 'b', 'c', then '...' for 'd') span samples
+    rankings = [["a"], ["a", "b"], ["b", "c"], ["a", "c", "d", "e"], ["f"], ["g", "h"]]
+    samples = [
+        {"id": f"s{i}", "retrieved_ids": ids, "reference_ids": [f"doc-{i}"]}
+        for i, ids in enumerate(rankings)
+    ]
+    metrics = ["recall", "mrr"]
+    expected = ragmeter.evaluate_rag(samples, metrics=metrics, k=2)
+    (warning,) = expected.warnings
+    assert "of the 6 sample(s) scored on retrieved_ids is 0" in warning
+    assert "none of the 12 retrieved doc ids (e.g. 'a', 'b', 'c', ...)" in warning
+    for bounds in ([], [1, 2, 3, 4, 5], [0, 0, 2, 2, 6], [3], [5]):
+        got = rdask.evaluate_rag(_bag(samples, bounds), metrics=metrics, k=2)
+        assert (got.metrics, got.warnings) == (expected.metrics, expected.warnings)
+        kept = rdask.evaluate_rag(_bag(samples, bounds), metrics=metrics, k=2, per_sample=True)
+        assert kept.warnings == expected.warnings
+    # one sample of one partition retrieves a judged doc: no warning, however split
+    hit = [*samples, {"id": "s9", "retrieved_ids": ["z", "doc-9"], "reference_ids": ["doc-9"]}]
+    for bounds in ([], [3], [6]):
+        got = rdask.evaluate_rag(_bag(hit, bounds), metrics=metrics, k=2)
+        assert got.warnings == ragmeter.evaluate_rag(hit, metrics=metrics, k=2).warnings == []
+
+
 def test_rag_partials_merge_in_order_into_one_machines_report() -> None:
     samples = _samples(500, seed=4)
     metrics = ["token_f1", "latency_ms", "ndcg"]

@@ -351,6 +351,17 @@ def test_comparison_of_plain_score_mappings_and_a_gate_note(tmp_path: Path) -> N
     assert data["detail"][0] is None
 
 
+def test_comparison_page_shows_the_unranked_queries_warning(cran: dict[str, Any]) -> None:
+    report, run, qrels = cran["report"], cran["run"], cran["qrels"]
+    fewer = {q: docs for i, (q, docs) in enumerate(run.items()) if i % 4}
+    other = ragmeter.evaluate_run(qrels, fewer)
+    result = compare(report, other, label_a="bm25", label_b="fewer")
+    (warning,) = result.warnings
+    page = render_comparison(result, a=report, b=other)
+    assert '<h2 class="warn-title">Warnings (1)</h2>' in page and escape(warning) in page
+    assert "Warnings (" not in render_comparison(compare(report, report), a=report, b=report)
+
+
 def test_comparison_with_other_reports_is_refused(cran: dict[str, Any]) -> None:
     a = {"q1": 0.2, "q2": 0.5, "q3": 0.4}
     result = compare(a, {"q1": 0.3, "q2": 0.1, "q3": 0.4})

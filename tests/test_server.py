@@ -173,6 +173,25 @@ def test_evaluate_agrees_with_rag_eval_sample_by_sample(client: TestClient) -> N
         assert row["precision@2"] == pytest.approx(expected), sample["id"]
 
 
+def test_evaluate_warns_when_retrieved_ids_never_match_the_judged_ids(
+    client: TestClient,
+) -> None:
+    samples = [
+        {"id": "a", "retrieved_ids": ["c-1", "c-2"], "reference_ids": ["doc-1"]},
+        {"id": "b", "retrieved_ids": ["c-3"], "relevance": {"doc-2": 1}},
+    ]
+    response = client.post("/evaluate", json={"samples": samples, "metrics": ["ndcg"], "k": 3})
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["metrics"] == {"ndcg@3": 0.0}
+    (warning,) = report["warnings"]
+    assert "(doc_ids)" in warning and "of the 2 sample(s) scored on retrieved_ids" in warning
+    assert "none of the 3 retrieved doc ids (e.g. 'c-1', 'c-2', 'c-3')" in warning
+    samples[1]["retrieved_ids"] = ["doc-2"]
+    response = client.post("/evaluate", json={"samples": samples, "metrics": ["ndcg"], "k": 3})
+    assert response.json()["metrics"] == {"ndcg@3": 0.5} and response.json()["warnings"] == []
+
+
 def test_prices_make_cost_usd_computable(client: TestClient) -> None:
     body = {
         "samples": [

@@ -280,6 +280,101 @@ def test_mismatched_ids_error_names_them_and_intersect_policy() -> None:
     assert "left out 1 queries only in a" in str(r)
 
 
+# --------------------------------------------------------------------------- unranked queries
+
+
+def _cranfield_pair() -> tuple[dict[str, dict[str, float]], dict[str, list[str]], dict]:
+    """Cranfield's qrels, BM25 and a weaker copy (top 10 reversed) without every 4th query."""
+    from ragmeter.datasets import load_cranfield, load_cranfield_bm25_run
+
+    _, _, qrels = load_cranfield()
+    bm25 = {q: list(d) for q, d in load_cranfield_bm25_run().items()}
+    weaker = {q: d[:10][::-1] + d[10:] for i, (q, d) in enumerate(bm25.items()) if i % 4}
+    return qrels, bm25, weaker
+
+
+def test_a_run_missing_judged_queries_is_paired_as_zero_and_says_so() -> None:
+    from ragmeter.evaluation.retrieval import evaluate_run
+
+    qrels, bm25, weaker = _cranfield_pair()
+    full, short = evaluate_run(qrels, bm25), evaluate_run(qrels, weaker)
+    assert (full.n_missing, short.n_missing) == (0, 57)
+    r = compare(full, short, label_a="A", label_b="B")
+    assert r.n == 225 and r.significant and not r.b_is_better
+    (warning,) = r.warnings
+    assert warning.startswith(
+        "B's run has no ranking for 57 of the 225 paired queries that A ranks (e.g. '1', "
+    )
+    assert "B's report scored them 0 (missing_queries='zero', = trec_eval -c)" in warning
+    # the 57 zeros' share of the mean difference, and the difference on the other 168
+    missing = set(short.missing_queries)
+    d = {q: short.per_query[q]["ndcg@10"] - full.per_query[q]["ndcg@10"] for q in full.per_query}
+    share = math.fsum(v for q, v in d.items() if q in missing) / 225
+    assert f"make up {share:+.4f} of the {r.mean_diff:+.4f} mean difference (B - A)" in warning
+    both = compare(
+        evaluate_run(qrels, bm25, missing_queries="skip"),
+        evaluate_run(qrels, weaker, missing_queries="skip"),
+        on_missing="intersect",
+        label_a="A",
+        label_b="B",
+    )
+    assert both.n == 168
+    assert (
+        f"over the 168 paired queries both rank, the mean difference is {both.mean_diff:+.4f}"
+        in warning
+    )
+    assert both.mean_diff == pytest.approx(
+        math.fsum(v for q, v in d.items() if q not in missing) / 168
+    )
+    # ... and the intersect comparison says what it left out, and why
+    (left,) = both.warnings
+    assert left.startswith("left out 57 queries only in A and 0 only in B (on_missing='intersect')")
+    assert "B's run has no ranking for 57 of them, which its report left out" in left
+    assert "paired on the 168 queries both score" in left
+    # the other way round it is A's run that lacks them; everywhere the result is shown
+    flipped = compare(short, full, label_a="B", label_b="A")
+    assert flipped.warnings[0].startswith("B's run has no ranking for 57 of the 225 paired")
+    assert "  warning: B's run has no ranking" in str(flipped)
+    assert json.loads(json.dumps(flipped.to_dict()))["warnings"] == list(flipped.warnings)
+
+
+def test_queries_neither_run_ranks_are_ties_and_same_coverage_says_nothing() -> None:
+    from ragmeter.evaluation.retrieval import evaluate_run
+
+    qrels, bm25, weaker = _cranfield_pair()
+    same = {q: bm25[q] for q in weaker}
+    r = compare(evaluate_run(qrels, same), evaluate_run(qrels, weaker))
+    assert r.warnings == (
+        "57 of the 225 paired queries have no ranking in either run: both reports scored them "
+        "0 (missing_queries='zero', = trec_eval -c), so they are paired as ties",
+    )
+    assert r.ties >= 57
+    assert compare(evaluate_run(qrels, bm25), evaluate_run(qrels, dict(bm25))).warnings == ()
+    # plain {query_id: score} mappings: nothing is known of rankings, only the pairing
+    assert compare({"q1": 0.1, "q2": 0.2}, {"q1": 0.3, "q2": 0.1}).warnings == ()
+
+
+def test_compare_many_and_gate_carry_the_warning() -> None:
+    from ragmeter.evaluation.retrieval import evaluate_run
+
+    qrels, bm25, weaker = _cranfield_pair()
+    full, short = evaluate_run(qrels, bm25), evaluate_run(qrels, weaker)
+    table = compare_many({"bm25": full, "short": short, "copy": full})
+    text = str(table)
+    assert "warning: short: short's run has no ranking for 57 of the 225 paired" in text
+    assert "warning: copy" not in text
+    rows = table.to_dict()["rows"]
+    assert [len(r["warnings"]) for r in rows] == [1, 0]
+    decision = gate(full, short)
+    assert not decision.passed
+    assert decision.reason.endswith(
+        "Caution: the two do not score the same queries the same way; see the warning below."
+    )
+    assert decision.to_dict()["warnings"] == list(decision.comparison.warnings)
+    assert "current's run has no ranking for 57" in str(decision)
+    assert "Caution" not in gate(full, evaluate_run(qrels, dict(bm25))).reason
+
+
 def test_many_missing_ids_are_abbreviated() -> None:
     a = {f"q{i}": 0.5 for i in range(10)}
     b = {"q0": 0.5, "q1": 0.6}

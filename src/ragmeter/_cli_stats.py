@@ -87,8 +87,9 @@ def _retrieval_report(
     qrels: Mapping[str, Mapping[str, float]],
     metric: str | None,
     level: float | None,
+    missing_queries: str = "zero",
 ) -> RetrievalEvalReport:
-    from ragmeter.evaluation.retrieval import evaluate_run
+    from ragmeter.evaluation.retrieval import _check_missing, evaluate_run
     from ragmeter.io.trec import read_trec_run
 
     key = metric or "ndcg@10"
@@ -96,8 +97,16 @@ def _retrieval_report(
     if m is None:
         raise InvalidInputError(f"--metric must look like 'ndcg@10' or 'map', got {key!r}")
     k = int(m.group("k")) if m.group("k") else 10
+    mode = _check_missing(missing_queries)
     run = read_trec_run(run_path)
-    return evaluate_run(qrels, run, k_values=(k,), metrics=[m.group("name")], relevance_level=level)
+    return evaluate_run(
+        qrels,
+        run,
+        k_values=(k,),
+        metrics=[m.group("name")],
+        relevance_level=level,
+        missing_queries=mode,
+    )
 
 
 def _samples_report(path: Path, metric: str | None) -> RagEvalReport:
@@ -266,6 +275,16 @@ def compare_command(
         float | None,
         typer.Option("--relevance-level", help="Relevant when grade >= this (trec_eval -l)."),
     ] = None,
+    missing_queries: Annotated[
+        str,
+        typer.Option(
+            "--missing-queries",
+            help="A judged query a run has no ranking for: 'zero' (default) scores it 0 "
+            "(= trec_eval -c), so it is paired as 0; 'skip' leaves it out of that run's "
+            "scores (then pass --on-missing intersect to pair the queries both rank). "
+            "Either way a warning counts them.",
+        ),
+    ] = "zero",
     higher_is_better: DirectionOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
@@ -310,7 +329,9 @@ def compare_command(
                     "sample files)"
                 )
             judged = read_qrels_file(qrels)
-            reports = [_retrieval_report(p, judged, metric, relevance_level) for p in runs]
+            reports = [
+                _retrieval_report(p, judged, metric, relevance_level, missing_queries) for p in runs
+            ]
         labels = _labels(runs)
         options: dict[str, Any] = {
             "metric": metric,

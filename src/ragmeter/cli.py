@@ -7,8 +7,8 @@ ragmeter`` never imports typer or rich). Commands:
 * ``ragmeter eval DATA.jsonl`` scores RAG samples (rag-eval's options); ``--judge
   MODULE:FACTORY`` adds LLM-judged metrics with a judge built by user code (``--dry-run``
   prints what that would cost and sends nothing);
-* ``ragmeter retrieval --qrels FILE --run FILE`` and ``ragmeter beir DIR --run FILE`` score a
-  TREC run, with ``--trec`` printing trec_eval-compatible lines;
+* ``ragmeter retrieval --qrels FILE|DIR --run FILE`` and ``ragmeter beir DIR --run FILE`` score
+  a TREC run, with ``--trec`` printing trec_eval-compatible lines;
 * ``ragmeter serve`` starts the HTTP server (extra ``server``).
 
 Output goes to stdout (a table, ``--json`` or ``--trec``); progress and warnings go to
@@ -150,10 +150,13 @@ def _existing_file(path: Path, what: str) -> Path:
 
 
 def read_qrels(path: Path) -> Mapping[str, Mapping[str, float]]:
-    """Read TREC qrels (``qid iter doc grade``) or a BEIR qrels TSV, detected from the file."""
+    """Read TREC qrels (``qid iter doc grade``) or a BEIR qrels TSV, detected from the file,
+    or a BEIR directory (its ``qrels/test.tsv``, ...), as :func:`ragmeter.io.read_qrels`."""
     from ragmeter.io import read_qrels as read_either
 
-    return read_either(_existing_file(path, "qrels"))
+    if not path.exists():
+        raise CliError(f"qrels file not found: {path}")
+    return read_either(path)
 
 
 def _beir_qrels_path(directory: Path, qrels: str | None) -> Path:
@@ -462,7 +465,9 @@ def retrieval(
     qrels: Annotated[
         Path,
         typer.Option(
-            "--qrels", help="Qrels: TREC (qid iter doc grade) or BEIR TSV.", show_default=False
+            "--qrels",
+            help="Qrels: TREC (qid iter doc grade) or BEIR TSV, or a BEIR directory.",
+            show_default=False,
         ),
     ],
     run: RunOpt,
@@ -475,7 +480,8 @@ def retrieval(
     per_query: PerQueryOpt = False,
     per_query_out: PerQueryOutOpt = None,
 ) -> None:
-    """Score a TREC run against qrels (TREC or BEIR format, detected) like trec_eval."""
+    """Score a TREC run against qrels (TREC or BEIR format, detected, or a BEIR directory)
+    like trec_eval."""
     report = _score_files(
         read_qrels(qrels), run, k, metrics, relevance_level, missing_queries, per_query_out
     )

@@ -119,6 +119,10 @@ class CompareResult:
     deviation of the differences (``±inf`` when every query moved by the same amount).
     ``wins``/``ties``/``losses`` count queries where ``b`` is better/equal/worse under
     ``higher_is_better``; ``improved``/``regressed`` list the queries that moved most.
+    ``warnings`` say when the two sides do not score the same queries the same way: a judged
+    query one run has no ranking for, which its report scored 0 (``missing_queries="zero"``,
+    = trec_eval -c) and which is therefore paired as a 0, or queries left out of the pairing
+    (``on_missing="intersect"``); each gives the counts per side and the convention applied.
     """
 
     metric: str | None
@@ -146,6 +150,7 @@ class CompareResult:
     only_in_b: int = 0
     label_a: str = "a"
     label_b: str = "b"
+    warnings: tuple[str, ...] = ()
 
     @property
     def significant(self) -> bool:
@@ -200,6 +205,7 @@ class CompareResult:
             "label_a": self.label_a,
             "label_b": self.label_b,
             "verdict": self.verdict(),
+            "warnings": list(self.warnings),
         }
 
     def __str__(self) -> str:
@@ -228,11 +234,7 @@ class CompareResult:
             f"{b} worse {self.losses}",
             f"  {'verdict':<{width}}  {self.verdict()}",
         ]
-        if self.only_in_a or self.only_in_b:
-            lines.append(
-                f"  {'unpaired':<{width}}  left out {self.only_in_a} queries only in {a}, "
-                f"{self.only_in_b} only in {b}"
-            )
+        lines.extend(f"  warning: {w}" for w in self.warnings)
         for title, changes in (
             ("improved most", self.improved),
             ("regressed most", self.regressed),
@@ -333,7 +335,7 @@ def _extract(x: object, key: str | None, which: str) -> tuple[dict[str, float], 
 
 def _pair(
     sa: dict[str, float], sb: dict[str, float], on_missing: str, la: str, lb: str
-) -> tuple[list[str], int, int]:
+) -> tuple[list[str], set[str], set[str]]:
     only_a = sa.keys() - sb.keys()
     only_b = sb.keys() - sa.keys()
     shared = sa.keys() & sb.keys()
@@ -353,7 +355,87 @@ def _pair(
             f"a paired comparison needs at least 2 queries scored by both {la} and {lb}, "
             f"got {len(shared)}"
         )
-    return sorted(shared), len(only_a), len(only_b)
+    return sorted(shared), set(only_a), set(only_b)
+
+
+def _unranked(x: object) -> tuple[set[str], bool]:
+    """``(judged queries the run had no ranking for, whether that is known)`` of one side:
+    known for a :class:`RetrievalEvalReport` (its ``missing_queries``), not for the rest."""
+    if isinstance(x, RetrievalEvalReport):
+        return set(x.missing_queries), True
+    return set(), False
+
+
+def _pairing_warnings(
+    a: object,
+    b: object,
+    ids: list[str],
+    d: FloatArray,
+    only: tuple[set[str], set[str]],
+    labels: tuple[str, str],
+) -> list[str]:
+    """What :func:`compare` says when the sides do not score the same queries the same way.
+
+    A paired query that one side's report lists in ``missing_queries`` (its run has no
+    ranking for it) was scored 0 by that report (``missing_queries="zero"``) and is paired
+    as a 0; a query scored by one side only was left out (``on_missing="intersect"``).
+    """
+    la, lb = labels
+    unranked = (_unranked(a), _unranked(b))
+    n = len(ids)
+    notes: list[str] = []
+    for side in (0, 1):
+        mine, (theirs, known) = unranked[side][0], unranked[1 - side]
+        lx, ly = labels[side], labels[1 - side]
+        zeroed = [i for i, q in enumerate(ids) if q in mine and q not in theirs]
+        if not zeroed:
+            continue
+        others = "ranks" if known else "scores"
+        rest = [i for i, q in enumerate(ids) if q not in unranked[0][0] | unranked[1][0]]
+        common = (
+            f"; over the {len(rest)} paired queries both rank, the mean difference is "
+            f"{float(d[rest].mean()):+.4f}"
+            if rest and known
+            else ""
+        )
+        notes.append(
+            f"{lx}'s run has no ranking for {len(zeroed)} of the {n} paired queries that "
+            f"{ly} {others} (e.g. {some_ids(ids[i] for i in zeroed)}): {lx}'s report scored "
+            "them 0 (missing_queries='zero', = trec_eval -c) and they are paired as 0, so "
+            f"they count against {lx} in the means, the wins and losses and the test; they "
+            f"make up {float(d[zeroed].sum()) / n:+.4f} of the {float(d.mean()):+.4f} mean "
+            f"difference ({lb} - {la}){common}. To compare only the queries both rank, "
+            "score both with missing_queries='skip' (ragmeter compare: --missing-queries "
+            "skip) and pass on_missing='intersect'"
+        )
+    both = sum(1 for q in ids if q in unranked[0][0] and q in unranked[1][0])
+    if both:
+        notes.append(
+            f"{both} of the {n} paired queries have no ranking in either run: both reports "
+            "scored them 0 (missing_queries='zero', = trec_eval -c), so they are paired as "
+            "ties"
+        )
+    only_a, only_b = only
+    if only_a or only_b:
+        parts = []
+        for side, (lx, ly, ids_x) in enumerate(((la, lb, only_a), (lb, la, only_b))):
+            if not ids_x:
+                continue
+            part = f"{len(ids_x)} only in {lx} (e.g. {some_ids(sorted(ids_x))}"
+            unranked_y, known = unranked[1 - side]
+            skipped = len(ids_x & unranked_y)
+            if known and skipped:
+                part += (
+                    f"; {ly}'s run has no ranking for {skipped} of them, which its report "
+                    "left out: missing_queries='skip'"
+                )
+            parts.append(part + ")")
+        notes.append(
+            f"left out {len(only_a)} queries only in {la} and {len(only_b)} only in {lb} "
+            f"(on_missing='intersect'): {'; '.join(parts)}. The comparison is paired on the "
+            f"{n} queries both score; the left-out ones count on neither side"
+        )
+    return notes
 
 
 def _check_options(test: str, n: object, confidence: float, alpha: float, on_missing: str) -> None:
@@ -617,6 +699,7 @@ def compare(
     improved = [i for i in order[:top] if gain[i] > TIE_TOLERANCE]
     worst = sorted(range(len(ids)), key=lambda i: (float(gain[i]), ids[i]))
     regressed = [i for i in worst[:top] if gain[i] < -TIE_TOLERANCE]
+    notes = _pairing_warnings(a, b, ids, d, (only_a, only_b), (label_a, label_b))
     return CompareResult(
         metric=key,
         test=test,
@@ -639,10 +722,11 @@ def compare(
         exact=exact,
         improved=tuple(QueryChange(ids[i], float(xa[i]), float(xb[i])) for i in improved),
         regressed=tuple(QueryChange(ids[i], float(xa[i]), float(xb[i])) for i in regressed),
-        only_in_a=only_a,
-        only_in_b=only_b,
+        only_in_a=len(only_a),
+        only_in_b=len(only_b),
         label_a=label_a,
         label_b=label_b,
+        warnings=tuple(notes),
     )
 
 
@@ -766,6 +850,7 @@ class ComparisonTable:
             )
             if j == 0:
                 out.append("  ".join("-" * w for w in widths[:-1]))
+        out.extend(f"warning: {row.name}: {w}" for row in self.rows for w in row.result.warnings)
         return "\n".join(out)
 
 
@@ -842,8 +927,9 @@ class GateResult:
 
     ``drop`` is how much worse ``current`` is than ``baseline`` in the metric's units
     (positive = worse; for a lower-is-better metric a rise counts as a drop); ``reason``
-    says why, in one sentence; ``comparison`` is the full :class:`CompareResult` with the
-    baseline as ``a`` and the current run as ``b``.
+    says why, in one sentence (and points to the comparison's ``warnings`` when the two do
+    not score the same queries the same way); ``comparison`` is the full
+    :class:`CompareResult` with the baseline as ``a`` and the current run as ``b``.
     """
 
     passed: bool
@@ -866,6 +952,7 @@ class GateResult:
             "drop": self.drop,
             "max_drop": self.max_drop,
             "alpha": self.alpha,
+            "warnings": list(self.comparison.warnings),
             "comparison": self.comparison.to_dict(),
         }
 
@@ -947,6 +1034,11 @@ def gate(
     else:
         passed = True
         reason = f"ok: {name} did not get worse ({moved}; {p_text}; {test_text})."
+    if result.warnings:
+        reason += (
+            " Caution: the two do not score the same queries the same way; see the "
+            f"warning{'s' if len(result.warnings) > 1 else ''} below."
+        )
     return GateResult(
         passed=passed,
         reason=reason,

@@ -21,6 +21,7 @@ from rag_eval.retrieval import precision_at_k as rag_eval_precision_at_k
 from ragmeter.capture import SampleStore
 from ragmeter.errors import InvalidInputError, UnknownMetricError
 from ragmeter.evaluation.rag import DEFAULT_METRICS, SEED_METRICS, _exact_mean, evaluate_rag
+from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.jsonl import read_jsonl
 from ragmeter.metrics.base import RagMetric
 from ragmeter.report import RagEvalReport
@@ -267,6 +268,49 @@ def test_default_metrics_left_out_say_why() -> None:
     assert "reference" in reasons["exact_match"]
     assert "retrieved_contexts" in reasons["faithfulness"]
     assert report.per_sample == {"x": {"non_empty_rate": 1.0}}
+
+
+# --------------------------------------------------------------------------- doc ids
+
+CHUNK_IDS = [  # a retriever returning chunk ids where the samples judge source ids
+    {"id": "a", "retrieved_ids": ["c-1", "c-2"], "reference_ids": ["doc-1"]},
+    {"id": "b", "retrieved_ids": ["c-3"], "relevance": {"doc-2": 2, "doc-9": 0}},
+    {"id": "c", "retrieved_ids": ["c-4", "c-1", "c-5"], "reference_ids": ["doc-3"]},
+    {"id": "d", "retrieved_ids": ["c-6"], "relevance": {"doc-4": 0}},  # nothing relevant
+    {"id": "e", "retrieved_texts": ["t"], "reference_contexts": ["u"]},  # texts, not ids
+]
+
+
+def test_retrieved_ids_that_never_match_their_judgements_warn_with_the_count() -> None:
+    metrics = ["precision", "ndcg"]
+    for samples in (CHUNK_IDS, iter(CHUNK_IDS)):
+        report = evaluate_rag(samples, metrics=metrics, k=3)
+        assert report.metrics == {"precision@3": 0.0, "ndcg@3": 0.0}
+        assert report.coverage == {"precision@3": 4, "ndcg@3": 4}
+        (warning,) = report.warnings
+        assert warning.startswith("CAUTION [samples] (doc_ids): every retrieval score ")
+        assert "(precision@3, ndcg@3) of the 3 sample(s) scored on retrieved_ids is 0" in warning
+        assert "none of the 6 retrieved doc ids (e.g. 'c-1', 'c-2', 'c-3', ...)" in warning
+        assert "appears in their relevance/reference_ids" in warning
+        assert f"warning: {warning}" in report.to_text()
+        assert json.loads(report.to_json())["warnings"] == [warning]
+    # the count and the examples are evaluate_run's on the same rankings and judgements
+    ids = CHUNK_IDS[:3]
+    run = {s["id"]: s["retrieved_ids"] for s in ids}
+    qrels = {s["id"]: s.get("relevance") or dict.fromkeys(s["reference_ids"], 1) for s in ids}
+    (expected,) = evaluate_run(qrels, run, k_values=[3]).warnings
+    assert "none of the 6 retrieved doc ids (e.g. 'c-1', 'c-2', 'c-3', ...)" in expected
+
+
+def test_a_matching_or_judged_non_relevant_doc_is_not_a_doc_id_problem() -> None:
+    one_hit = [*CHUNK_IDS, {"id": "f", "retrieved_ids": ["x", "doc-7"], "reference_ids": ["doc-7"]}]
+    report = evaluate_rag(one_hit, metrics=["precision"], k=3)
+    assert report.metrics["precision@3"] > 0 and report.warnings == []
+    judged_zero = [*CHUNK_IDS, {"id": "g", "retrieved_ids": ["n"], "relevance": {"r": 1, "n": 0}}]
+    report = evaluate_rag(judged_zero, metrics=["precision"], k=3)
+    assert report.metrics["precision@3"] == 0.0 and report.warnings == []
+    texts = evaluate_rag([CHUNK_IDS[4]], metrics=["precision"], k=3)  # rag-eval's texts: no ids
+    assert texts.metrics["precision@3"] == 0.0 and texts.warnings == []
 
 
 def test_input_errors() -> None:

@@ -44,7 +44,11 @@ Rules (seed 000's ``evaluate_rag`` and seed 003's metric contract):
   probably meant;
 * a metric that raises anything but a :class:`~ragmeter.errors.RagmeterError`, or returns
   NaN or an infinity, is left out of the results and recorded in ``warnings`` (never scored
-  as 0, and a report never holds a non-finite number).
+  as 0, and a report never holds a non-finite number);
+* when every retrieval score is 0 and not one of the ``retrieved_ids`` of the samples
+  scored on them appears in that sample's ``relevance``/``reference_ids`` (not even as
+  judged non-relevant), a warning counts the retrieved ids and samples: the two name
+  documents differently (evaluate_run's doc-ids rule, per sample).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from typing import Any
 
 from ragmeter.aggregate import BLOCK, Distribution, IdRoots, StreamKeys
 from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
-from ragmeter.evaluation.retrieval import score_ranking
+from ragmeter.evaluation.retrieval import _note_unjudged_docs, score_ranking
 from ragmeter.io.scores import ScoreWriter, open_score_writer, score_format, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
@@ -510,6 +514,14 @@ class RagPartial:
     """Metric key -> (index of the first sample it raised on, that sample's id, the error)."""
     lookalikes: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(unknown key, the field it probably meant) -> how many samples had it."""
+    judged_doc: bool = False
+    """Whether some scored ``retrieved_ids`` ranking holds a doc its sample judges."""
+    unjudged: int = 0
+    """Samples whose scored ``retrieved_ids`` ranking holds no judged doc (while none did)."""
+    retrieved: int = 0
+    """How many doc ids those rankings hold."""
+    examples: list[list[str]] = field(default_factory=list)
+    """Their first rankings, in order, until :data:`_EXAMPLES` distinct ids (the message's)."""
     rows: list[tuple[str, dict[str, float | None], dict[str, Any] | None]] | None = None
     """Per-sample ``(id as given, scores, details)`` in order when kept, else ``None``."""
     roots: IdRoots | None = None
@@ -536,10 +548,33 @@ class RagPartial:
         self.present |= later.present
         self.ranked_any = self.ranked_any or later.ranked_any
         self.lookalikes.update(later.lookalikes)
+        self.judged_doc = self.judged_doc or later.judged_doc
+        self.unjudged += later.unjudged
+        self.retrieved += later.retrieved
+        self.examples = [] if self.judged_doc else _prune(self.examples + later.examples)
         if self.rows is not None and later.rows is not None:
             self.rows.extend(later.rows)
         if self.roots is not None and later.roots is not None:
             self.roots.merge(later.roots)
+
+
+_EXAMPLES = 4
+"""Distinct doc ids the doc-ids warning needs (it shows three and ``...``)."""
+
+
+def _prune(examples: list[list[str]]) -> list[list[str]]:
+    """The first rankings that bring a new id, until :data:`_EXAMPLES` distinct ids are seen
+    (each ranking holds its first :data:`_EXAMPLES` distinct ids): at most that many short
+    lists, giving the message the same ids however the samples were split and merged."""
+    kept: list[list[str]] = []
+    seen: set[str] = set()
+    for ranking in examples:
+        if len(seen) >= _EXAMPLES:
+            break
+        if not seen.issuperset(ranking):
+            kept.append(ranking)
+            seen.update(ranking)
+    return kept
 
 
 def rag_partial(
@@ -678,6 +713,9 @@ def _score(
     buffers: dict[str, list[float]] = {key: [] for key in blank}
     active = [(key, score, m.name, buffers[key].append) for key, score, m in scored]
     ranked_any = False
+    judged_doc = False
+    unjudged = retrieved = 0
+    examples: list[list[str]] = []
     block_ids: list[str] = []
     block_rows: list[dict[str, float | None]] = []
     block_details: list[dict[str, Any] | None] = []
@@ -750,7 +788,21 @@ def _score(
             ranking = _sample_retrieval.sample_ranking(sample)
             if ranking is not None:
                 ranked_any = True
-                _score_retrieval(sid, ranking, groups, row, buffers)
+                scored_ranking = _score_retrieval(sid, ranking, groups, row, buffers)
+                if (
+                    scored_ranking
+                    and not judged_doc
+                    and ranking[0]
+                    and sample.retrieved_ids is not None  # ids, not rag-eval's texts
+                ):
+                    ranked, judgements = ranking
+                    if any(d in judgements for d in ranked):
+                        judged_doc = True
+                        examples = []
+                    else:
+                        unjudged += 1
+                        retrieved += len(ranked)
+                        examples = _prune([*examples, list(dict.fromkeys(ranked))[:_EXAMPLES]])
         if keep:
             if sample_details is not None:
                 details[sid] = sample_details
@@ -768,6 +820,10 @@ def _score(
         ranked_any=ranked_any,
         failed=failed,
         lookalikes=lookalikes,
+        judged_doc=judged_doc,
+        unjudged=unjudged,
+        retrieved=retrieved,
+        examples=examples,
     )
 
 
@@ -841,6 +897,27 @@ def _report(
             f"{repeats} sample id(s) repeat an earlier one; they are reported as '<id>#2', "
             "'<id>#3', ... in per_sample"
         )
+    retrieval_keys = [
+        _key(m) for m in resolved if isinstance(m, _SampleRetrieval) and _key(m) not in dropped
+    ]
+    if (
+        retrieval_keys
+        and not partial.judged_doc
+        and partial.retrieved
+        and not any(dists[key].mean() for key in retrieval_keys)
+    ):
+        ids_log = WarningLog()
+        _note_unjudged_docs(
+            ids_log,
+            partial.retrieved,
+            [d for ranking in partial.examples for d in ranking],
+            stage="samples",
+            scores=f"every retrieval score ({', '.join(retrieval_keys)}) of the "
+            f"{partial.unjudged} sample(s) scored on retrieved_ids",
+            run="their retrieved_ids",
+            truth="their relevance/reference_ids",
+        )
+        log.extend(ids_log.entries)
     for (key, meant), count in partial.lookalikes.most_common():
         log.append(
             f"{count} sample(s) have a key {key!r}, which is not a field: it was kept in "
@@ -884,14 +961,17 @@ def _score_retrieval(
     groups: list[_Group],
     row: dict[str, float | None],
     buffers: dict[str, list[float]],
-) -> None:
-    """Score one sample's ranking at every cut-off, as evaluate_run scores a query."""
+) -> bool:
+    """Score one sample's ranking at every cut-off, as evaluate_run scores a query; whether
+    some metric scored it (a sample with no relevant judgement is not scored)."""
     ranked, judgements = ranking
+    scored = False
     for cut, names, codes, picks, keys in groups:
         if codes:
             values = score_ranking(sid, ranked, judgements, (cut,), codes, None)
             if values is None:
                 continue
+            scored = True
             for pick, key in zip(picks, keys, strict=True):
                 value = values[pick]
                 row[key] = value
@@ -901,8 +981,10 @@ def _score_retrieval(
         for name, key in zip(names, keys, strict=True):
             got = results[name].get(sid)
             if got is not None:
+                scored = True
                 row[key] = got
                 buffers[key].append(got)
+    return scored
 
 
 # Keep the registering imports referenced (they register metrics at import).

@@ -664,14 +664,28 @@ def _note_missing(
     )
 
 
-def _note_unjudged_docs(log: WarningLog, retrieved: int, examples: Iterable[str]) -> None:
-    """Every score is 0 and not one retrieved doc is judged: the doc ids differ."""
+def _note_unjudged_docs(
+    log: WarningLog,
+    retrieved: int,
+    examples: Iterable[str],
+    *,
+    stage: str = "run",
+    scores: str = "every score",
+    run: str = "the run",
+    truth: str = "the qrels",
+) -> None:
+    """Every score is 0 and not one retrieved doc is judged: the doc ids differ.
+
+    ``scores`` says which scores are 0, ``run`` where the retrieved ids come from and
+    ``truth`` where the judgements do (evaluate_run's wording by default; evaluate_rag
+    names the samples' fields).
+    """
     log.add(
-        "run",
+        stage,
         "doc_ids",
-        f"every score is 0 and none of the {retrieved} retrieved doc ids (e.g. "
-        f"{some_ids(examples)}) appears in the qrels, not even as judged non-relevant: "
-        "the run and the qrels probably use different doc ids (check which document "
+        f"{scores} is 0 and none of the {retrieved} retrieved doc ids (e.g. "
+        f"{some_ids(examples)}) appears in {truth}, not even as judged non-relevant: "
+        f"{run} and {truth} probably use different doc ids (check which document "
         "field your retriever returns as the id)",
     )
 

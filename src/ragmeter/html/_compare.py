@@ -218,7 +218,7 @@ def render_comparison(
                 ]
             ),
             f'<p class="verdict">{escape(result.verdict())}</p>',
-            _sections.notes_block(list(notes)),
+            _sections.notes_block([*result.warnings, *notes]),
         )
 
     diffs = [y - x for x, y in zip(xa, xb, strict=True)]

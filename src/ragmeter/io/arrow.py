@@ -45,7 +45,7 @@ from typing import Any
 from ragmeter.errors import DataFormatError, InvalidInputError
 from ragmeter.io._lines import Records
 from ragmeter.io.scores import require_pyarrow
-from ragmeter.io.trec import TREC_ORDERING, Run
+from ragmeter.io.trec import TREC_ORDERING, Run, scores_to_write
 from ragmeter.metrics._kernel import MAX_GRADE
 from ragmeter.schema import RAG_EVAL_ALIASES, RagSample
 
@@ -289,22 +289,24 @@ def run_from_arrow(
 
 
 def run_to_arrow(run: Mapping[str, list[str]]) -> Any:
-    """A table ``query_id, doc_id, rank, score`` from a run (the run's scores, or ``n - rank``
-    as :func:`ragmeter.write_trec_run` writes them)."""
+    """A table ``query_id, doc_id, rank, score`` from a run as it is now (each query's docs
+    in list order, rank ``1..n``), with the scores :func:`ragmeter.write_trec_run` writes:
+    a :class:`~ragmeter.io.trec.Run`'s remembered scores while they still give a query's
+    list order, else ``n - rank`` (see :meth:`~ragmeter.io.trec.Run.scores_to_write`), so
+    :func:`run_from_arrow` reads back exactly these lists."""
     pa = require_pyarrow()
-    scores = getattr(run, "scores", None) or {}
     qids: list[str] = []
     docs: list[str] = []
     ranks: list[int] = []
     values: list[float] = []
     for qid, ranked in run.items():
-        given = scores.get(qid) or {}
         n = len(ranked)
-        for i, doc in enumerate(ranked):
+        given = scores_to_write(run, qid) or range(n, 0, -1)
+        for i, (doc, value) in enumerate(zip(ranked, given, strict=True)):
             qids.append(str(qid))
             docs.append(str(doc))
             ranks.append(i + 1)
-            values.append(float(given.get(doc, n - i)))
+            values.append(float(value))
     return pa.table({"query_id": qids, "doc_id": docs, "rank": ranks, "score": values})
 
 

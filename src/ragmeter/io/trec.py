@@ -23,7 +23,7 @@ import re
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, islice
-from operator import gt, methodcaller, ne
+from operator import eq, gt, methodcaller, ne
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
@@ -54,8 +54,16 @@ class Run(dict[str, list[str]]):
 
     ``ordering`` is recorded in every report computed from it; ``scores`` keeps each
     query's ``{doc_id: score}`` when the run came from a scored file (a file's scores are
-    held as one float array per query and turned into dicts the first time ``scores`` is
-    read, so a 100k-query run does not hold ten million small objects twice).
+    held as one float array per query, with the order of the docs they were read in, and
+    turned into dicts the first time ``scores`` is read, so a 100k-query run does not hold
+    ten million small objects twice).
+
+    A score belongs to its (query, doc), not to a position: after the lists are edited
+    (truncated, re-ordered, a query deleted or added, docs appended, a list replaced, in
+    place or not) ``scores`` still gives each doc the score the file gave it (and nothing
+    for a doc or query the file did not have). :func:`write_trec_run` and
+    :func:`ragmeter.io.arrow.run_to_arrow` write what the run holds *now*: see
+    :meth:`scores_to_write`.
     """
 
     def __init__(
@@ -69,28 +77,100 @@ class Run(dict[str, list[str]]):
         self.ordering = ordering
         self._scores: dict[str, dict[str, float]] | None = scores or {}
         self._packed: dict[str, array[float]] = {}
+        self._read: dict[str, tuple[str, ...]] = {}
 
     @property
     def scores(self) -> dict[str, dict[str, float]]:
-        """``{query_id: {doc_id: score}}`` (empty for a run without scores)."""
+        """``{query_id: {doc_id: score}}`` (empty for a run without scores); a query no
+        longer in the run has none."""
         if self._scores is None:
             self._scores = {
-                qid: dict(zip(self[qid], packed, strict=True))
+                qid: dict(zip(self._read[qid], packed, strict=True))
                 for qid, packed in self._packed.items()
                 if qid in self
             }
             self._packed = {}
+            self._read = {}
         return self._scores
 
     @scores.setter
     def scores(self, value: dict[str, dict[str, float]]) -> None:
         self._scores = value
         self._packed = {}
+        self._read = {}
 
     def _pack(self, packed: dict[str, array[float]]) -> None:
-        """Hold the file's scores, aligned with each query's ranked list."""
+        """Hold the file's scores, aligned with each query's ranked list as read (a tuple
+        of the same doc id strings, so an edit of the list cannot misalign them)."""
         self._packed = packed
+        self._read = {qid: tuple(self[qid]) for qid in packed}
         self._scores = None if packed else {}
+
+    def scores_to_write(self, query_id: str) -> Sequence[float] | None:
+        """The scores a writer gives query ``query_id``'s list as the run holds it now, or
+        ``None``: then each doc gets ``n - rank`` (``n`` docs; rank 1 first), which trec_eval
+        reads back in list order.
+
+        The remembered scores are written when every doc of the list has one and, by them,
+        the list is in trec_eval's order (score descending, ties by doc id descending), so
+        the file reads back as exactly this list: an unedited query, a truncated one, one
+        with docs deleted. Anything else (re-ordered, a doc appended or put in that the file
+        did not score for this query, a new query) is written with rank-derived scores for
+        the whole query, never a mix of real and invented ones.
+        """
+        docs = self[query_id]
+        if self._scores is None:
+            packed = self._packed.get(query_id)
+            if packed is None:
+                return None
+            read = self._read[query_id]
+            if len(docs) == len(read) and all(map(eq, docs, read)):
+                return packed  # as read: in trec_eval's order by construction
+            return _in_trec_order(docs, dict(zip(read, packed, strict=True)))
+        return _in_trec_order(docs, self._scores.get(query_id))
+
+
+def _in_trec_order(
+    docs: Sequence[object], known: Mapping[Any, object] | None
+) -> list[float] | None:
+    """``known``'s score of each doc when every doc has a finite one and they put ``docs``
+    in trec_eval's order (score descending, ties by doc id descending); else ``None``.
+
+    >>> _in_trec_order(["b", "a", "c"], {"a": 1.0, "b": 1.0, "c": 0.5})
+    [1.0, 1.0, 0.5]
+    >>> _in_trec_order(["a", "b"], {"a": 1.0, "b": 1.0}) is None  # a tie reads back b, a
+    True
+    """
+    if not known:
+        return None
+    values: list[float] = []
+    for doc in docs:
+        value = known.get(doc)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        number = float(value)
+        if not math.isfinite(number):
+            return None
+        if values and (
+            number > values[-1] or (number == values[-1] and str(doc) >= str(docs[len(values) - 1]))
+        ):
+            return None
+        values.append(number)
+    return values
+
+
+def scores_to_write(run: Mapping[str, Sequence[str]], query_id: str) -> Sequence[float] | None:
+    """The scores a writer gives ``run[query_id]``: a :class:`Run`'s
+    :meth:`Run.scores_to_write`; for another mapping with a ``scores`` attribute
+    (``{query_id: {doc_id: score}}``) the same rule; ``None`` (then ``n - rank``) otherwise.
+    """
+    if isinstance(run, Run):
+        return run.scores_to_write(query_id)
+    known = getattr(run, "scores", None)
+    if not isinstance(known, Mapping):
+        return None
+    row = known.get(query_id)
+    return _in_trec_order(run[query_id], row if isinstance(row, Mapping) else None)
 
 
 def _fields(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, list[str]]]:
@@ -474,24 +554,33 @@ def write_trec_run(
 ) -> None:
     """Write ``run`` as a TREC run file that trec_eval reads back in the same order.
 
-    Without ``scores`` (or when ``run`` is a :class:`Run` carrying none), each doc's score
-    is ``n - rank``, strictly decreasing, so trec_eval's re-sorting keeps the list order.
-    With scores, :func:`read_trec_run` gives back the order trec_eval uses (score
-    descending, ties by doc id descending). Raises
-    :class:`~ragmeter.errors.InvalidInputError` for an empty id, one containing whitespace,
-    or a query id starting with ``#`` (it could not be read back); nothing is written then.
+    The file holds the run as it is now, each query's docs in list order with rank
+    ``1..n``. A :class:`Run` read from a scored file (or another mapping with ``scores``)
+    keeps a query's scores while they still give its list's order; otherwise, and for a
+    run without scores, each doc's score is ``n - rank``, strictly decreasing (see
+    :meth:`Run.scores_to_write`). Either way :func:`read_trec_run` reads back exactly
+    these lists, so the file scores what the run scores, also after the run was edited
+    (truncated, re-ordered, queries deleted or added, docs appended). With ``scores=``
+    given, those are written as they are (``n - rank`` for a doc they lack), and
+    :func:`read_trec_run` gives back the order trec_eval makes of them (score descending,
+    ties by doc id descending). Raises :class:`~ragmeter.errors.InvalidInputError` for an
+    empty id, one containing whitespace, or a query id starting with ``#`` (it could not be
+    read back); nothing is written then.
     """
-    if scores is None:
-        scores = getattr(run, "scores", None) or None
     _check_id("tag", tag, "")
     lines: list[str] = []
     for qid, docs in run.items():
         q = _check_id("query id", qid, "")
         n = len(docs)
-        qscores = scores.get(qid) if scores else None
-        for i, doc in enumerate(docs):
+        if scores is not None:
+            qscores = scores.get(qid)
+            values: Sequence[Any] = [
+                qscores[doc] if qscores and doc in qscores else n - i for i, doc in enumerate(docs)
+            ]
+        else:
+            values = scores_to_write(run, qid) or range(n, 0, -1)
+        for i, (doc, value) in enumerate(zip(docs, values, strict=True)):
             d = _check_id("doc id", doc, f" (query {qid!r})")
-            value: Any = qscores[doc] if qscores and doc in qscores else n - i
             lines.append(f"{q} Q0 {d} {i + 1} {value} {tag}\n")
     fh, close = _open_out(path)
     try:
