@@ -421,3 +421,66 @@ def test_id_field_is_a_deprecated_alias_of_doc_id(chunked: Any) -> None:
         pytest.raises(InvalidInputError, match="id_field must be"),
     ):
         RagmeterEventHandler(id_field="doc_id")
+
+
+# -- doc_id="ref_doc_id" on nodes that were never split (the README's snippet) --------------
+
+
+def readme_block() -> str:
+    """The README's LlamaIndex snippet, as written there."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## LlamaIndex\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert 'RagmeterEventHandler(doc_id="ref_doc_id")' in block
+    return block
+
+
+def test_readme_snippet_on_plain_text_nodes_neither_warns_nor_notes(
+    index: Any, cranfield: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``index`` holds TextNodes built directly (ids = Cranfield doc ids, no source Document):
+    with doc_id="ref_doc_id" each node is its own document, so nothing is wrong to report."""
+    _, queries, qrels = cranfield
+    qid, text = next(iter(queries.items()))
+    ns: dict[str, Any] = {"query_engine": engine(index), "queries": queries, "qrels": qrels}
+    ns.update(qid=qid, text=text)
+    with caplog.at_level(logging.DEBUG, logger="ragmeter_llamaindex"):
+        exec(compile(readme_block(), "README.md:LlamaIndex", "exec"), ns)
+    handler, report = ns["handler"], ns["report"]
+    assert caplog.records == []
+    assert report.retrieval.warnings == [] and report.failed == {}
+    assert report.retrieval.extra["capture"]["capture_errors"] == 0
+    assert all("capture_errors" not in s.metadata for s in handler.samples)
+    run = {q: retrieved_node_ids(index, t) for q, t in queries.items()}
+    assert handler.to_run()[qid] == run[qid]  # the snippet's scoped query is there too
+    trec_run = {q: {d: float(len(ids) - i) for i, d in enumerate(ids)} for q, ids in run.items()}
+    trec_qrels = {q: {d: int(g) for d, g in row.items()} for q, row in qrels.items()}
+    ref = pytrec_eval.RelevanceEvaluator(trec_qrels, {"ndcg_cut.5"}).evaluate(trec_run)
+    for q in queries:
+        assert report.retrieval.per_query[q]["ndcg@5"] == pytest.approx(
+            ref[q]["ndcg_cut_5"], abs=1e-12
+        )
+
+
+def test_ref_doc_id_still_warns_when_plain_nodes_carry_no_qrels_id(
+    embed_model: Any, cranfield: Any
+) -> None:
+    """Nodes built without the document's id (a uuid id, the doc id in metadata): with
+    doc_id="ref_doc_id" their uuids never match the qrels, and scoring says so."""
+    from llama_index.core import VectorStoreIndex
+
+    corpus, queries, qrels = cranfield
+    nodes = [TextNode(text=t, metadata={"doc": d}) for d, t in list(corpus.items())[:300]]
+    index = VectorStoreIndex(nodes, embed_model=embed_model)
+    handler = RagmeterEventHandler(doc_id="ref_doc_id")
+    report = handler.run_dataset(engine(index), queries, qrels=qrels, progress=False)
+    assert report.retrieval is not None
+    assert all(v == 0.0 for v in report.retrieval.metrics.values())
+    (warning,) = [w for w in report.retrieval.warnings if "(doc_ids)" in w]
+    assert "appears anywhere in the qrels" in warning and "doc_id='ref_doc_id'" in warning
+    fixed = RagmeterEventHandler(doc_id="metadata.doc")
+    good = fixed.run_dataset(engine(index), queries, qrels=qrels, progress=False)
+    assert good.retrieval is not None and not any("(doc_ids)" in w for w in good.retrieval.warnings)
