@@ -355,3 +355,71 @@ def test_retrieval_metrics_the_inputs_do_not_allow_are_invalid_not_zero() -> Non
         response="Paris", reference="Paris", retrieved_ids=["d1"]
     )
     assert mixed.score == 1.0 and mixed.metrics["ndcg@5"] is None
+
+
+# -- rankings are scored in list order, ties included ------------------------------------
+
+
+def test_source_nodes_are_scored_in_list_order_not_re_sorted_by_score(
+    index: Any, cranfield: Any
+) -> None:
+    """LongContextReorder moves the best nodes to both ends of source_nodes: the evaluator
+    scores that order (what the LLM saw), as pytrec_eval does on the list, not score order."""
+    from llama_index.core.postprocessor import LongContextReorder
+
+    _, queries, qrels = cranfield
+    engine = index.as_query_engine(
+        llm=MockLLM(max_tokens=1), similarity_top_k=10, node_postprocessors=[LongContextReorder()]
+    )
+    evaluator = RagmeterEvaluator(metrics=["ndcg", "map"], k=10)
+    listed, by_score, results = {}, {}, {}
+    for qid, text in queries.items():
+        response = engine.query(text)
+        listed[qid] = source_ids(response)
+        ordered = sorted(response.source_nodes, key=lambda n: -(n.score or 0.0))
+        by_score[qid] = [n.node.node_id for n in ordered]
+        results[qid] = evaluator.evaluate_response(
+            query=text, response=response, relevance=qrels[qid]
+        )
+    assert any(listed[q] != by_score[q] for q in queries)
+    as_listed, as_sorted = trec(listed, qrels), trec(by_score, qrels)
+    for qid, result in results.items():
+        assert result.metrics["ndcg@10"] == as_listed[qid]["ndcg_cut_10"]
+    assert any(results[q].metrics["ndcg@10"] != as_sorted[q]["ndcg_cut_10"] for q in queries)
+    # map is order-sensitive too, and stays uncut (all 10 nodes)
+    assert all(results[q].metrics["map"] == as_listed[q]["map"] for q in queries)
+
+
+def test_tied_scores_keep_their_list_order(embed_model: Any) -> None:
+    """Two nodes with the same text tie; trec_eval would order them by doc id (descending),
+    the evaluator keeps the order of source_nodes."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.postprocessor import LongContextReorder
+    from llama_index.core.schema import TextNode
+
+    nodes = [
+        TextNode(id_="d1", text="supersonic wing flutter"),
+        TextNode(id_="d2", text="supersonic wing flutter"),
+        TextNode(id_="d3", text="supersonic inlet"),
+    ]
+    engine = VectorStoreIndex(nodes, embed_model=embed_model).as_query_engine(
+        llm=MockLLM(max_tokens=1), similarity_top_k=3, node_postprocessors=[LongContextReorder()]
+    )
+    response = engine.query("supersonic wing flutter")
+    scores = {n.node.node_id: n.score for n in response.source_nodes}
+    assert scores["d1"] == scores["d2"] > scores["d3"]  # a tie
+    listed = source_ids(response)
+    later = max(["d1", "d2"], key=listed.index)  # the tied node listed second
+    evaluator = RagmeterEvaluator(metrics=["mrr", "map", "ndcg@10"], k=None)
+    result = evaluator.evaluate_response(response=response, reference_ids=[later])
+    assert result.metrics["mrr"] == 1 / (listed.index(later) + 1)
+    ref = trec({"q": listed}, {"q": {later: 1}})["q"]
+    assert result.metrics == {
+        "mrr": ref["recip_rank"],
+        "map": ref["map"],
+        "ndcg@10": ref["ndcg_cut_10"],
+    }
+    # pytrec_eval given the scores themselves re-sorts: the tie goes to the larger doc id
+    trec_run = {"q": {n.node.node_id: float(n.score or 0.0) for n in response.source_nodes}}
+    raw = pytrec_eval.RelevanceEvaluator({"q": {later: 1}}, {"recip_rank"}).evaluate(trec_run)
+    assert raw["q"]["recip_rank"] != result.metrics["mrr"]

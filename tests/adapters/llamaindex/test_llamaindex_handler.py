@@ -484,3 +484,33 @@ def test_ref_doc_id_still_warns_when_plain_nodes_carry_no_qrels_id(
     fixed = RagmeterEventHandler(doc_id="metadata.doc")
     good = fixed.run_dataset(engine(index), queries, qrels=qrels, progress=False)
     assert good.retrieval is not None and not any("(doc_ids)" in w for w in good.retrieval.warnings)
+
+
+def test_captured_rankings_are_scored_in_list_order_ties_included() -> None:
+    """A retriever's list is the ranking: neither re-sorted by score nor tie-broken by id."""
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.schema import NodeWithScore, QueryBundle
+
+    listed = [("d3", 0.2), ("d1", 0.9), ("d2", 0.9)]  # a low score first, then a tie
+
+    class Listed(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            return [NodeWithScore(node=TextNode(id_=d, text=d), score=s) for d, s in listed]
+
+    qe = RetrieverQueryEngine.from_args(Listed(), llm=MockLLM(max_tokens=1))
+    qrels = {"q": {"d2": 1}}
+    handler = RagmeterEventHandler()
+    with handler.capture(id="q", relevance=qrels["q"]):
+        qe.query("anything")
+    assert handler.to_run() == {"q": ["d3", "d1", "d2"]}
+    report = handler.evaluate_retrieval(qrels, k_values=(3,), metrics=["mrr", "ndcg"])
+    assert report.per_query["q"]["mrr"] == 1 / 3  # d2 is third in the list
+    trec_qrels = {"q": {"d2": 1}}
+    by_list = {"q": {d: float(3 - i) for i, (d, _) in enumerate(listed)}}
+    by_score = {"q": dict(listed)}  # trec_eval: score descending, ties by doc id descending
+    measures = {"recip_rank", "ndcg_cut.3"}
+    ref = pytrec_eval.RelevanceEvaluator(trec_qrels, measures).evaluate(by_list)["q"]
+    resorted = pytrec_eval.RelevanceEvaluator(trec_qrels, measures).evaluate(by_score)["q"]
+    assert report.per_query["q"]["mrr"] == ref["recip_rank"] != resorted["recip_rank"] == 1.0
+    assert report.per_query["q"]["ndcg@3"] == ref["ndcg_cut_3"]

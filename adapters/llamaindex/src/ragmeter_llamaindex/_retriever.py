@@ -180,8 +180,9 @@ def query_engine_retriever(
     the call and restored afterwards (calls are serialised by a lock); any other retriever
     returns what it returns. Either way at most ``limit`` ids come back, as from every
     adapter's retriever function. Ids come from ``doc_id`` (see the module table;
-    ``id_field=`` is deprecated), in rank order, repeats included: ``evaluate_retrieval``
-    keeps each doc at its best rank.
+    ``id_field=`` is deprecated), in the retriever's list order (never re-sorted by score;
+    ties keep their order), repeats included: ``evaluate_retrieval`` keeps each doc at its
+    best rank.
 
     Raises :class:`~ragmeter.errors.InvalidInputError` for an unsupported object or id rule,
     and, when called, for a node that has no value for ``doc_id`` (it could never match
