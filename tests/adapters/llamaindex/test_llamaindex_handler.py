@@ -422,3 +422,96 @@ def test_id_field_is_a_deprecated_alias_of_doc_id(chunked: Any) -> None:
         pytest.raises(InvalidInputError, match="id_field must be"),
     ):
         RagmeterEventHandler(id_field="doc_id")
+
+
+# -- doc_id="ref_doc_id" on nodes that were never split (the README's snippet) --------------
+
+
+def readme_block() -> str:
+    """The README's LlamaIndex snippet, as written there."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## LlamaIndex\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert 'RagmeterEventHandler(doc_id="ref_doc_id")' in block
+    return block
+
+
+def test_readme_snippet_on_plain_text_nodes_neither_warns_nor_notes(
+    index: Any, cranfield: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``index`` holds TextNodes built directly (ids = Cranfield doc ids, no source Document):
+    with doc_id="ref_doc_id" each node is its own document, so nothing is wrong to report."""
+    _, queries, qrels = cranfield
+    qid, text = next(iter(queries.items()))
+    ns: dict[str, Any] = {"query_engine": engine(index), "queries": queries, "qrels": qrels}
+    ns.update(qid=qid, text=text)
+    with caplog.at_level(logging.DEBUG, logger="ragmeter_llamaindex"):
+        exec(compile(readme_block(), "README.md:LlamaIndex", "exec"), ns)
+    handler, report = ns["handler"], ns["report"]
+    assert caplog.records == []
+    assert report.retrieval.warnings == [] and report.failed == {}
+    assert report.retrieval.extra["capture"]["capture_errors"] == 0
+    assert all("capture_errors" not in s.metadata for s in handler.samples)
+    run = {q: retrieved_node_ids(index, t) for q, t in queries.items()}
+    assert handler.to_run()[qid] == run[qid]  # the snippet's scoped query is there too
+    trec_run = {q: {d: float(len(ids) - i) for i, d in enumerate(ids)} for q, ids in run.items()}
+    trec_qrels = {q: {d: int(g) for d, g in row.items()} for q, row in qrels.items()}
+    ref = pytrec_eval.RelevanceEvaluator(trec_qrels, {"ndcg_cut.5"}).evaluate(trec_run)
+    for q in queries:
+        assert report.retrieval.per_query[q]["ndcg@5"] == pytest.approx(
+            ref[q]["ndcg_cut_5"], abs=1e-12
+        )
+
+
+def test_ref_doc_id_still_warns_when_plain_nodes_carry_no_qrels_id(
+    embed_model: Any, cranfield: Any
+) -> None:
+    """Nodes built without the document's id (a uuid id, the doc id in metadata): with
+    doc_id="ref_doc_id" their uuids never match the qrels, and scoring says so."""
+    from llama_index.core import VectorStoreIndex
+
+    corpus, queries, qrels = cranfield
+    nodes = [TextNode(text=t, metadata={"doc": d}) for d, t in list(corpus.items())[:300]]
+    index = VectorStoreIndex(nodes, embed_model=embed_model)
+    handler = RagmeterEventHandler(doc_id="ref_doc_id")
+    report = handler.run_dataset(engine(index), queries, qrels=qrels, progress=False)
+    assert report.retrieval is not None
+    assert all(v == 0.0 for v in report.retrieval.metrics.values())
+    (warning,) = [w for w in report.retrieval.warnings if "(doc_ids)" in w]
+    assert "appears anywhere in the qrels" in warning and "doc_id='ref_doc_id'" in warning
+    fixed = RagmeterEventHandler(doc_id="metadata.doc")
+    good = fixed.run_dataset(engine(index), queries, qrels=qrels, progress=False)
+    assert good.retrieval is not None and not any("(doc_ids)" in w for w in good.retrieval.warnings)
+
+
+def test_captured_rankings_are_scored_in_list_order_ties_included() -> None:
+    """A retriever's list is the ranking: neither re-sorted by score nor tie-broken by id."""
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.schema import NodeWithScore, QueryBundle
+
+    listed = [("d3", 0.2), ("d1", 0.9), ("d2", 0.9)]  # a low score first, then a tie
+
+    class Listed(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            return [NodeWithScore(node=TextNode(id_=d, text=d), score=s) for d, s in listed]
+
+    qe = RetrieverQueryEngine.from_args(Listed(), llm=MockLLM(max_tokens=1))
+    qrels = {"q": {"d2": 1}}
+    handler = RagmeterEventHandler()
+    with handler.capture(id="q", relevance=qrels["q"]):
+        qe.query("anything")
+    assert handler.to_run() == {"q": ["d3", "d1", "d2"]}
+    report = handler.evaluate_retrieval(qrels, k_values=(3,), metrics=["mrr", "ndcg"])
+    assert report.per_query["q"]["mrr"] == 1 / 3  # d2 is third in the list
+    trec_qrels = {"q": {"d2": 1}}
+    by_list = {"q": {d: float(3 - i) for i, (d, _) in enumerate(listed)}}
+    by_score = {"q": dict(listed)}  # trec_eval: score descending, ties by doc id descending
+    measures = {"recip_rank", "ndcg_cut.3"}
+    ref = pytrec_eval.RelevanceEvaluator(trec_qrels, measures).evaluate(by_list)["q"]
+    resorted = pytrec_eval.RelevanceEvaluator(trec_qrels, measures).evaluate(by_score)["q"]
+    assert report.per_query["q"]["mrr"] == ref["recip_rank"] != resorted["recip_rank"] == 1.0
+    assert report.per_query["q"]["ndcg@3"] == ref["ndcg_cut_3"]

@@ -105,6 +105,7 @@ def test_node_doc_id_rules() -> None:
     assert node_doc_id(node, "metadata.missing") is None
     assert node_doc_id(node, lambda n: n.text + "!") == "...!"
     assert node_doc_id(node, "content") == content_doc_id("...")
+    assert node_doc_id(TextNode(id_="d2", text="..."), "ref_doc_id") == "d2"  # no source
     with pytest.warns(DeprecationWarning, match=r"node_doc_id\(id_field=...\) is deprecated"):
         assert node_doc_id(node, id_field="ref_doc_id") == "d1"
 
@@ -123,9 +124,44 @@ def test_node_without_the_doc_id_is_an_error(embed_model: Any) -> None:
     index = VectorStoreIndex([TextNode(id_="n1", text="wing")], embed_model=embed_model)
     with pytest.raises(
         InvalidInputError,
-        match=r"node at rank 1 \(node_id 'n1'\) has no value for doc_id='ref_doc_id'",
+        match=r"node at rank 1 \(node_id 'n1'\) has no value for doc_id='metadata.paper'",
     ):
-        query_engine_retriever(index, doc_id="ref_doc_id")("wing")
+        query_engine_retriever(index, doc_id="metadata.paper")("wing")
+
+
+def test_ref_doc_id_of_a_node_with_no_source_is_its_own_id() -> None:
+    """A node split from nothing is its own document (IngestionPipeline's upserts use
+    ``node.ref_doc_id or node.id_`` too)."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    plain = TextNode(id_="d7", text="a node built directly")
+    assert plain.ref_doc_id is None  # LlamaIndex's own property has nothing to say
+    assert node_doc_id(plain, "ref_doc_id") == "d7"
+    whole = Document(id_="doc-1", text="a document indexed as it is")
+    assert node_doc_id(whole, "ref_doc_id") == "doc-1"
+    (chunk,) = SentenceSplitter().get_nodes_from_documents([whole])
+    assert node_doc_id(chunk, "ref_doc_id") == "doc-1" != chunk.node_id
+    # a SOURCE that is not one node is no id (LlamaIndex itself refuses it)
+    odd = TextNode(
+        id_="x", text="...", relationships={NodeRelationship.SOURCE: [RelatedNodeInfo(node_id="a")]}
+    )
+    assert node_doc_id(odd, "ref_doc_id") is None
+
+
+def test_ref_doc_id_over_whole_document_nodes_scores_like_node_id(
+    index: Any, cranfield: Any
+) -> None:
+    _, queries, qrels = cranfield
+    by_ref = query_engine_retriever(index, doc_id="ref_doc_id")
+    by_node = query_engine_retriever(index)
+    for text in list(queries.values())[:5]:
+        assert by_ref(text, limit=10) == by_node(text, limit=10)
+    report = evaluate_retrieval(by_ref, qrels, queries, k_values=(10,), metrics=["ndcg"])
+    ref = pytrec({q: by_node(t, limit=10) for q, t in queries.items()}, qrels, {"ndcg_cut.10"})
+    for qid in queries:
+        assert report.per_query[qid]["ndcg@10"] == pytest.approx(ref[qid]["ndcg_cut_10"], abs=1e-12)
+    assert not report.warnings
 
 
 def test_unsupported_object() -> None:

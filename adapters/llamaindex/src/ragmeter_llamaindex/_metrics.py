@@ -72,6 +72,10 @@ class RagmeterRetrievalMetric(BaseRetrievalMetric):
     on every id, expected ones included. Retrieved ids are then de-duplicated to their best
     rank (a document retrieved as three chunks counts once).
 
+    ``retrieved_ids`` are scored in list order (the order ``RetrieverEvaluator`` passes, the
+    retriever's), ties included: ``compute`` receives no scores, so nothing is re-sorted, and
+    ids whose nodes scored equal keep their order (trec_eval would break such ties by doc id).
+
     Raises :class:`~ragmeter.errors.UnknownMetricError` for an unknown ``metric`` and
     :class:`~ragmeter.errors.InvalidInputError` for a bad ``k`` (at construction), and
     :class:`~ragmeter.errors.InvalidInputError` from ``compute`` for a query with no

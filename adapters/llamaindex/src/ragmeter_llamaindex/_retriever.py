@@ -5,7 +5,9 @@ older name) says what identifies a retrieved node when it is scored:
 
 =====================  =========================================================
 ``"node_id"``          the node's own id (a chunk id once documents are split)
-``"ref_doc_id"``       the id of the source ``Document`` the chunk came from
+``"ref_doc_id"``       the id of the source ``Document`` the chunk came from; a node with
+                       no source (built directly, not split from a ``Document``) is its
+                       own document: its ``node_id``
 ``"metadata.<key>"``   ``node.metadata["<key>"]`` (a dotted path reads nested dicts)
 ``"content"``          a hash of the node's text (:func:`ragmeter.capture.content_doc_id`)
 a function             ``fn(node) -> str | None``
@@ -13,7 +15,12 @@ a function             ``fn(node) -> str | None``
 
 Qrels name source documents, so a pipeline that chunks its documents is scored with
 ``doc_id="ref_doc_id"`` (or a metadata key); several chunks of one document then count
-once, at the best rank (:func:`ragmeter.evaluation.retrieval.dedupe_best_rank`).
+once, at the best rank (:func:`ragmeter.evaluation.retrieval.dedupe_best_rank`). A node
+with no ``SOURCE`` relationship (a ``TextNode`` you built, a ``Document`` indexed as it is)
+was split from nothing, so ``"ref_doc_id"`` gives its own ``node_id``, quietly, as
+LlamaIndex's ``IngestionPipeline`` does (``node.ref_doc_id or node.id_``): one rule serves
+an index of whole documents and one of chunks. Ids that then never match the qrels are
+still warned about where they are scored.
 """
 
 from __future__ import annotations
@@ -113,8 +120,10 @@ def node_doc_id(
 ) -> str | None:
     """The id the ``doc_id`` rule gives ``node`` (a node or a ``NodeWithScore``), as a string.
 
-    ``None`` when the node has no such value (no source document, no metadata key, or the
-    function returned ``None``); callers decide what that means.
+    ``None`` when the node has no such value (no metadata key, the function returned
+    ``None``, a ``SOURCE`` relationship that is not one node); callers decide what that
+    means. ``"ref_doc_id"`` of a node with no ``SOURCE`` relationship is the node's own id:
+    it is its own document (see the module docstring).
 
     >>> from llama_index.core.schema import TextNode, NodeRelationship, RelatedNodeInfo
     >>> chunk = TextNode(id_="chunk-3", text="...", metadata={"src": {"page": 7}},
@@ -123,8 +132,8 @@ def node_doc_id(
     ('chunk-3', 'doc-1')
     >>> node_doc_id(chunk, "metadata.src.page")
     '7'
-    >>> node_doc_id(TextNode(id_="n", text="..."), "ref_doc_id") is None
-    True
+    >>> node_doc_id(TextNode(id_="n", text="..."), "ref_doc_id")  # no source: its own id
+    'n'
     """
     if id_field is not UNSET:
         doc_id = doc_id_option(None, id_field, owner="node_doc_id")
@@ -136,8 +145,11 @@ def node_doc_id(
     elif doc_id == "node_id":
         value = node.node_id
     elif doc_id == "ref_doc_id":
-        source = node.relationships.get(NodeRelationship.SOURCE)
-        value = source.node_id if isinstance(source, RelatedNodeInfo) else None
+        if NodeRelationship.SOURCE not in node.relationships:
+            value = node.node_id  # split from nothing: the node is its own document
+        else:
+            source = node.relationships[NodeRelationship.SOURCE]
+            value = source.node_id if isinstance(source, RelatedNodeInfo) else None
     elif doc_id == "content":
         text = getattr(node, "text", None)
         value = content_doc_id(text if isinstance(text, str) else node.get_content())
@@ -168,8 +180,9 @@ def query_engine_retriever(
     the call and restored afterwards (calls are serialised by a lock); any other retriever
     returns what it returns. Either way at most ``limit`` ids come back, as from every
     adapter's retriever function. Ids come from ``doc_id`` (see the module table;
-    ``id_field=`` is deprecated), in rank order, repeats included: ``evaluate_retrieval``
-    keeps each doc at its best rank.
+    ``id_field=`` is deprecated), in the retriever's list order (never re-sorted by score;
+    ties keep their order), repeats included: ``evaluate_retrieval`` keeps each doc at its
+    best rank.
 
     Raises :class:`~ragmeter.errors.InvalidInputError` for an unsupported object or id rule,
     and, when called, for a node that has no value for ``doc_id`` (it could never match
