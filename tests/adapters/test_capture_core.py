@@ -17,6 +17,7 @@ import pytest
 from ragmeter.capture import (
     CallRecord,
     CaptureConfig,
+    Hints,
     ProblemLog,
     RunRecord,
     SampleStore,
@@ -28,6 +29,8 @@ from ragmeter.capture import (
     current_scope,
     deprecated_option,
     load_dataset,
+    propagate,
+    scope_for,
 )
 from ragmeter.errors import InvalidInputError
 from ragmeter.io import read_qrels
@@ -346,3 +349,105 @@ def test_load_dataset_errors_name_the_problem(tmp_path: Path) -> None:
         load_dataset([{"id": "a", "user_input": "x"}, {"id": "a", "user_input": "y"}])
     with pytest.raises(InvalidInputError, match=r"sample 'a' has no user_input"):
         load_dataset([{"id": "a"}])
+
+
+# -- scopes of several observers, batches, threads ------------------------------------------
+
+
+class _Owner:
+    """Stands for an adapter: what a scope's owner needs (told when its scopes open)."""
+
+    def _scope_opened(self, scope: Any) -> None:
+        pass
+
+    def _scope_closed(self, scope: Any) -> None:
+        pass
+
+
+def test_each_observer_takes_the_innermost_scope_that_is_its_own_or_everyones() -> None:
+    a, b = _Owner(), _Owner()
+    shared = capture(id="shared")
+    mine = capture(id="a1")
+    mine._owner = a  # type: ignore[assignment]
+    theirs = capture(id="b1")
+    theirs._owner = b  # type: ignore[assignment]
+    with shared, mine, theirs:
+        assert scope_for(a) is mine and scope_for(b) is theirs
+        assert scope_for(_Owner()) is shared  # a third observer: only the shared one
+        assert current_scope() is theirs
+    with mine:
+        assert scope_for(b) is None
+
+
+def test_a_batch_scope_gives_each_run_the_id_of_its_question() -> None:
+    cfg = config()
+    store = SampleStore()
+    with capture(
+        batch={"q1": "wing flutter", "q2": "heat transfer", "q3": "wing flutter"},
+        qrels={"q1": {"d1": 2}, "q2": {"d2": 1}, "q9": {"d9": 1}},
+        answers={"q2": "heat"},
+    ):
+        runs = [RunRecord(cfg) for _ in range(4)]
+    questions = ["heat transfer", "wing flutter", "wing flutter", "drag"]
+    for run, question in zip(runs, questions, strict=True):
+        run.user_input = question
+        run.finish()
+        store.add(run)
+    samples = list(store.samples)
+    assert [s.id for s in samples[:3]] == ["q2", "q1", "q3"]  # a question asked twice: next id
+    assert samples[0].reference == "heat" and samples[1].relevance == {"d1": 2.0}
+    assert samples[2].relevance is None and len(samples[3].id) == 32  # not in the batch
+    assert "batch: the question 'drag' is not one of" in samples[3].metadata["capture_errors"][0]
+    with pytest.raises(InvalidInputError, match="batch= gives each run its own id"):
+        capture(id="x", batch={"q1": "a"})
+    with pytest.raises(InvalidInputError, match=r"batch\['q1'\] must be the question"):
+        capture(batch={"q1": 3})  # type: ignore[dict-item]
+    with pytest.raises(InvalidInputError, match="qrels= and answers= go with batch="):
+        capture(qrels={"q1": {"d": 1}})
+
+
+def test_a_scope_is_carried_into_worker_threads_by_propagate() -> None:
+    cfg = config()
+    with capture(id="q1"), ThreadPoolExecutor(max_workers=2) as pool:
+        lost = pool.submit(lambda: RunRecord(cfg).to_sample().id).result()
+        kept = pool.submit(propagate(lambda: RunRecord(cfg).to_sample().id)).result()
+    assert lost != "q1" and kept == "q1"
+
+
+# -- what an empty or bounded store says --------------------------------------------------------
+
+
+def test_an_empty_store_names_the_likely_causes() -> None:
+    store = SampleStore(hints=Hints("test", label="Test"))
+    with pytest.raises(InvalidInputError) as caught:
+        store.evaluate_retrieval({"q1": {"d1": 1}})
+    message = str(caught.value)
+    assert message.startswith("the Test adapter holds 0 captured samples")
+    for cause in ("not attached", "record='tagged'", "propagate(fn)", "drain()/clear()"):
+        assert cause in message
+
+
+def test_samples_dropped_by_max_samples_are_counted_on_every_report() -> None:
+    store = SampleStore(max_samples=3)
+    for i in range(5):
+        store.add(RagSample(id=f"q{i}", retrieved_ids=["d1"], response="a", reference="a"))
+    report = store.evaluate_retrieval({f"q{i}": {"d1": 1} for i in range(5)}, k_values=(1,))
+    [warning] = [w for w in report.warnings if "(max_samples)" in w]
+    assert "2 captured samples were dropped" in warning and "max_samples=3" in warning
+    assert report.extra["capture"]["dropped"] == 2
+    answers = store.evaluate(metrics=["exact_match"])
+    assert any("2 captured samples were dropped" in w for w in answers.warnings)
+    assert answers.extra["capture_dropped"] == 2
+
+
+def test_forgotten_ids_name_the_unjudged_samples_not_missing_queries_skip() -> None:
+    store = SampleStore()
+    store.add(RagSample(id="1", retrieved_ids=["d1"]))
+    store.add(RagSample(id="4f1c", retrieved_ids=["d2"]))
+    qrels = {"1": {"d1": 1}, "2": {"d2": 1}}
+    for only in (False, True):
+        report = store.evaluate_retrieval(qrels, only_captured=only, k_values=(10,))
+        [warning] = [w for w in report.warnings if "(missing_queries)" in w]
+        assert "1 judged queries have no captured sample (e.g. '2')" in warning
+        assert "1 captured samples are not judged (e.g. '4f1c')" in warning
+        assert "pass missing_queries='skip'" not in warning

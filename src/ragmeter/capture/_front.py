@@ -214,11 +214,16 @@ class StoreFront:
         reference_ids: list[str] | None = None,
         relevance: Mapping[str, float] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        batch: Mapping[str, str] | None = None,
+        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        answers: Mapping[str, str] | None = None,
     ) -> Scope:
         """``with handler.capture(id=qid, relevance=qrels[qid]):`` -- the runs inside get this
         sample id and ground truth (see :func:`capture`; threads and asyncio tasks each see
-        their own). While a scope is open the adapter captures even if it was not attached
-        (:meth:`_scope_opened`)."""
+        their own). ``batch={qid: question}`` (with ``qrels=``/``answers=``) names several
+        runs at once, each by its question (a LangChain ``batch``). The scope is this
+        adapter's own: other observers do not see it. While a scope is open the adapter
+        captures even if it was not attached (:meth:`_scope_opened`)."""
         scope = capture(
             id,
             reference=reference,
@@ -226,6 +231,9 @@ class StoreFront:
             reference_ids=reference_ids,
             relevance=relevance,
             metadata=metadata,
+            batch=batch,
+            qrels=qrels,
+            answers=answers,
         )
         scope._owner = self
         return scope

@@ -350,6 +350,14 @@ class SampleStore:
         if any(source == "doc_ids" for source, _ in notes):
             # ours names the fix; the generic one from evaluate_run says less
             report.warnings = [w for w in report.warnings if "[run] (doc_ids)" not in w]
+        unjudged = [key for key in run if key not in judged]
+        if unjudged and report.missing_queries:
+            # not "pass missing_queries='skip'": the judged queries are probably right here,
+            # captured under other ids
+            report.warnings = [w for w in report.warnings if "[run] (missing_queries)" not in w]
+            report.warnings.append(
+                self._forgotten_ids(report.missing_queries, unjudged, missing)
+            )
         counts = {s.id: 0 for s in samples}
         for s in samples:
             counts[s.id] += 1
@@ -367,6 +375,26 @@ class SampleStore:
             "no_context": sum(1 for s in samples if _no_context(s) is not None),
         }
         return report
+
+    def _forgotten_ids(
+        self, missing: Sequence[str], unjudged: Sequence[str], rule: MissingQueries
+    ) -> str:
+        """The missing-queries warning when captured samples are not judged: both are likely
+        the same queries under other ids."""
+        what = (
+            "they score 0 and count in the mean (missing_queries='zero', = trec_eval -c)"
+            if rule == "zero"
+            else "they are left out of the mean (only_captured=True / missing_queries='skip'), "
+            "so the mean covers only the queries whose ids were right"
+        )
+        message = (
+            f"{len(missing)} judged queries have no captured sample (e.g. {some_ids(missing)}): "
+            f"{what}. {len(unjudged)} captured samples are not judged (e.g. "
+            f"{some_ids(unjudged)}): they are probably those queries, captured without their "
+            f"query id. {self.hints.sample_id}"
+        )
+        self.hints.logger.warning("ragmeter: %s", message)
+        return f"CAUTION [capture] (missing_queries): {message}"
 
     def _nothing_captured(self) -> str:
         """Why a store with no sample cannot be scored, and the likely causes."""

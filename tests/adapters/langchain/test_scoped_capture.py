@@ -114,6 +114,23 @@ def test_batch_inside_one_scope_gives_repeated_ids(make_chain: Any) -> None:
     assert sorted(handler.to_run()) == ["q", "q#2"]
 
 
+def test_a_batch_scope_gives_each_batch_input_its_own_id_and_qrels(
+    make_chain: Any, bm25: BM25Retriever, cranfield: Any, judged_queries: dict[str, str]
+) -> None:
+    handler = RagmeterCallbackHandler()
+    batch = dict(list(judged_queries.items())[:8])
+    with handler.capture(batch=batch, qrels=cranfield.qrels):
+        make_chain().batch(list(batch.values()), config={"max_concurrency": 4})
+    by_id = {s.id: s for s in handler.samples}
+    assert sorted(by_id) == sorted(batch)
+    for qid, question in batch.items():
+        assert by_id[qid].user_input == question
+        assert by_id[qid].retrieved_ids == expected_ids(bm25, question)
+        assert by_id[qid].relevance == {d: float(g) for d, g in cranfield.qrels[qid].items()}
+    report = handler.evaluate_retrieval()  # judged by the qrels the batch scope carried
+    assert_matches_trec_eval(report, {q: by_id[q].relevance for q in batch}, handler.to_run())
+
+
 def test_a_bad_scope_value_is_refused_before_the_chain_runs() -> None:
     handler = RagmeterCallbackHandler()
     with pytest.raises(InvalidInputError, match=r"capture\(\): .*relevance.*NaN"):

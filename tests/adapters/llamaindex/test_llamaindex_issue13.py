@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.tools import QueryEngineTool, ToolMetadata
 from ragmeter_llamaindex import RagmeterEvaluator, RagmeterEventHandler
 
-from ragmeter.capture import capture
+from ragmeter.capture import capture, propagate
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import evaluate_run
 
@@ -321,3 +322,39 @@ def test_run_dataset_of_a_chat_engine(index: Any, cranfield: Any) -> None:
     assert [s.retrieved_ids for s in report.samples] == [ranking(index, t) for t in few.values()]
     with pytest.raises(InvalidInputError, match="needs a query engine or chat engine"):
         RagmeterEventHandler().run_dataset(object(), few, progress=False)
+
+
+@pytest.mark.parametrize("mode", ["context", "condense_plus_context"])
+def test_run_dataset_gives_each_chat_query_a_fresh_conversation_at_any_concurrency(
+    index: Any, cranfield: Any, mode: str
+) -> None:
+    """A chat engine holds one conversation: sharing it across a dataset rewrote every later
+    question from the earlier ones (condense_*), and threads sharing its memory could hang."""
+    _, queries, qrels = cranfield
+    chat = index.as_chat_engine(chat_mode=mode, llm=MockLLM(max_tokens=2), similarity_top_k=5)
+    few = dict(list(queries.items())[:6])
+    for asynchronous in (False, True):
+        handler = RagmeterEventHandler()
+        if asynchronous:
+            report = asyncio.run(handler.arun_dataset(chat, few, qrels=qrels, progress=False))
+        else:
+            report = handler.run_dataset(chat, few, qrels=qrels, progress=False)  # default 4
+        assert [s.id for s in report.samples] == list(few)
+        # each query retrieved for its own text: no earlier turn condensed into it
+        assert [s.retrieved_ids for s in report.samples] == [
+            ranking(index, t)[:5] for t in few.values()
+        ]
+        assert [s.user_input for s in report.samples] == list(few.values())
+
+
+def test_propagate_carries_a_scope_into_a_thread_pool(index: Any, cranfield: Any) -> None:
+    _, queries, _ = cranfield
+    engine = index.as_query_engine(llm=MockLLM(max_tokens=2), similarity_top_k=TOP_K)
+    (qid, text), (other, other_text) = list(queries.items())[:2]
+    with RagmeterEventHandler() as handler, ThreadPoolExecutor(max_workers=2) as pool:
+        with handler.capture(id=qid):
+            pool.submit(propagate(engine.query), text).result()
+        with handler.capture(id=other):
+            pool.submit(engine.query, other_text).result()  # without it: the scope stays behind
+    ids = [s.id for s in handler.samples]
+    assert ids[0] == qid and ids[1] != other

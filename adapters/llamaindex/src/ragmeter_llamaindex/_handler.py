@@ -65,13 +65,24 @@ STAGE_HINT = (
 
 
 def doc_id_hint(doc_id: DocId) -> str:
-    """How a LlamaIndex user makes retrieved ids the qrels' doc ids, given ``doc_id``."""
-    return (
-        f"LlamaIndex: the handler reads each node's doc_id={describe_id_field(doc_id)} "
-        "('node_id' is a chunk's own id once documents are split); pass "
-        "RagmeterEventHandler(doc_id='ref_doc_id') to score the source Document's id, or "
-        "doc_id='metadata.<key>' (or a function node -> id)."
-    )
+    """How a LlamaIndex user makes retrieved ids the qrels' doc ids, given ``doc_id``.
+
+    >>> doc_id_hint("ref_doc_id").count("doc_id='ref_doc_id' to score")
+    0
+    """
+    if doc_id == "ref_doc_id":
+        fix = (
+            "the source Document's id (a node not split from a Document is its own); if the "
+            "qrels name documents another way, pass doc_id='metadata.<key>' (or a function "
+            "node -> id), or give the Documents the qrels' ids (Document(id_=...))."
+        )
+    else:
+        fix = (
+            "'node_id' is a chunk's own id once documents are split; pass "
+            "RagmeterEventHandler(doc_id='ref_doc_id') to score the source Document's id, or "
+            "doc_id='metadata.<key>' (or a function node -> id)."
+        )
+    return f"LlamaIndex: the handler reads each node's doc_id={describe_id_field(doc_id)}: {fix}"
 
 
 class _SpanTracker(BaseSpanHandler[SimpleSpan]):
