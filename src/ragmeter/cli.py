@@ -9,6 +9,8 @@ ragmeter`` never imports typer or rich). Commands:
   prints what that would cost and sends nothing);
 * ``ragmeter retrieval --qrels FILE|DIR --run FILE`` and ``ragmeter beir DIR --run FILE`` score
   a TREC run, with ``--trec`` printing trec_eval-compatible lines;
+* ``ragmeter stages SAMPLES.jsonl`` scores every stage of captured samples (retrievers,
+  fusion, rerankers, the context) and what each step gained or lost, with a paired CI;
 * ``ragmeter serve`` starts the HTTP server (extra ``server``).
 
 Output goes to stdout (a table, ``--json`` or ``--trec``); progress and warnings go to
@@ -1367,6 +1369,7 @@ def report_command(
             raise NoSamplesError(f"{data}: no samples to report: the file holds no JSON object")
         rag = evaluate_rag(samples, metrics=_split_list(metrics) or None, k=cut_off)
         rag.skipped_lines = len(reader.skipped)
+        staged, stage_notes = _stage_report(samples)
         written = write_rag_report(
             rag,
             html,
@@ -1375,9 +1378,10 @@ def report_command(
             dataset=dataset,
             system=system or data.stem,
             depth=depth,
+            stages=staged,
         )
-        what = f"{rag.n_samples} samples"
-        warnings = list(rag.warnings)
+        what = f"{rag.n_samples} samples" + (f", {len(staged.rows)} stages" if staged else "")
+        warnings = [*rag.warnings, *stage_notes]
     else:
         if qrels is None or run is None:
             raise CliError(
@@ -1425,6 +1429,20 @@ def report_command(
     err = _stderr()
     for warning in warnings:
         err.print(f"warning: {warning}", markup=False)
+
+
+def _stage_report(samples: Sequence[RagSample]) -> tuple[Any, list[str]]:
+    """The stage table of samples that carry stages and relevance (``None`` otherwise), and
+    the warnings that say why there is none or come with it."""
+    if not any(s.stages for s in samples):
+        return None, []
+    from ragmeter.stages import evaluate_stages
+
+    try:
+        report = evaluate_stages(samples)
+    except RagmeterError as exc:
+        return None, [f"the samples carry stages, but no stage table could be made: {exc}"]
+    return report, list(report.warnings)
 
 
 # --------------------------------------------------------------------------- serve
@@ -1521,6 +1539,9 @@ def _register_plugins() -> None:
     except ImportError:
         return
     register(app)
+    from ragmeter._cli_stages import register as register_stages
+
+    register_stages(app)
 
 
 _register_plugins()

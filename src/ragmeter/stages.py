@@ -195,8 +195,8 @@ class StageReport:
             f"{self.alpha:g})"
         )
 
-    def to_text(self) -> str:
-        """The stage table as aligned text, then the warnings."""
+    def to_text(self, *, warnings: bool = True) -> str:
+        """The stage table as aligned text, then (``warnings=True``) the warnings."""
         cells = self.cells()
         widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
         lines = [self._title()]
@@ -212,7 +212,8 @@ class StageReport:
         for row in self.rows:
             if row.note is not None:
                 lines.append(f"note ({row.stage}): {row.note}")
-        lines.extend(self.warnings)
+        if warnings:
+            lines.extend(self.warnings)
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -355,9 +355,7 @@ class SampleStore:
             # not "pass missing_queries='skip'": the judged queries are probably right here,
             # captured under other ids
             report.warnings = [w for w in report.warnings if "[run] (missing_queries)" not in w]
-            report.warnings.append(
-                self._forgotten_ids(report.missing_queries, unjudged, missing)
-            )
+            report.warnings.append(self._forgotten_ids(report.missing_queries, unjudged, missing))
         counts = {s.id: 0 for s in samples}
         for s in samples:
             counts[s.id] += 1

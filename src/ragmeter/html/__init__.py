@@ -156,6 +156,7 @@ def render_rag_report(
     system: str | None = None,
     depth: int = DEFAULT_DEPTH,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    stages: StageReport | None = None,
 ) -> str:
     """The HTML page of a RAG report, as a string (see :func:`write_rag_report`)."""
     from ragmeter.html._reports import render_rag
@@ -171,6 +172,7 @@ def render_rag_report(
         system=system,
         depth=depth,
         max_bytes=max_bytes,
+        stages=stages,
     )
 
 
@@ -184,6 +186,7 @@ def write_rag_report(
     system: str | None = None,
     depth: int = DEFAULT_DEPTH,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    stages: StageReport | None = None,
 ) -> Path:
     """Write ``report`` as one self-contained HTML file at ``path``; return the path.
 
@@ -192,7 +195,9 @@ def write_rag_report(
     matched to ``report.per_sample`` by id (a repeated id as ``"<id>#2"``, as
     ``evaluate_rag`` keys it), or by position for samples without an id. Without them the
     drill-down still shows the scores and faithfulness' claims (``report.details``).
-    Raises :class:`~ragmeter.errors.InvalidInputError` when no sample matches the report.
+    ``stages`` (a :class:`~ragmeter.stages.StageReport` of the same samples) adds the stage
+    table. Raises :class:`~ragmeter.errors.InvalidInputError` when no sample matches the
+    report.
     """
     page = render_rag_report(
         report,
@@ -202,6 +207,7 @@ def write_rag_report(
         system=system,
         depth=depth,
         max_bytes=max_bytes,
+        stages=stages,
     )
     return _write(path, page)
 

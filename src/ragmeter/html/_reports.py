@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragmeter.errors import InvalidInputError, some_ids
 from ragmeter.html import _page, _sections
@@ -20,6 +20,9 @@ from ragmeter.html._payload import (
 )
 from ragmeter.report import DistributionSummary, RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import SampleLike
+
+if TYPE_CHECKING:
+    from ragmeter.stages import StageReport
 
 __all__ = ["colsets", "render_rag", "render_retrieval", "texts_or_none"]
 
@@ -216,6 +219,7 @@ def render_rag(
     system: str | None,
     depth: int,
     max_bytes: int,
+    stages: StageReport | None = None,
 ) -> str:
     """The page of one RAG report (see :func:`ragmeter.html.write_rag_report`)."""
     ids = list(report.per_sample)
@@ -287,6 +291,10 @@ def render_rag(
 
     rows = [(k, summaries[k], better.get(k, True)) for k in keys]
     body = _metrics_card(rows, raw, summaries, keys, count_label="scored")
+    if stages is not None:
+        from ragmeter.html._stages import CSS, stage_section
+
+        body += f"<style>{CSS}</style>" + stage_section(stages)
     return _page.render(
         kind="rag",
         title=title or f"ragmeter RAG report{f': {system}' if system else ''}",

@@ -15,7 +15,7 @@ from ragmeter.html._page import _asset
 if TYPE_CHECKING:
     from ragmeter.stages import StageReport
 
-__all__ = ["render_stages"]
+__all__ = ["render_stages", "stage_section"]
 
 _ROW_H = 22.0
 _LABEL_W = 150.0
@@ -70,7 +70,7 @@ def _table(report: StageReport) -> str:
     )
 
 
-_CSS = """
+CSS = """
 .stage-bars { max-width: 640px; width: 100%; font-size: 11px; }
 .stage-bars .bar { fill: #4c78a8; }
 .stage-bars .bar.kind-fusion { fill: #72b7b2; }
@@ -79,6 +79,17 @@ _CSS = """
 table.stages tr.gain td { background: #e8f5e9; }
 table.stages tr.loss td { background: #fdecea; }
 """
+
+
+def stage_section(report: StageReport) -> str:
+    """The stage cards (bars and table), for the stage page and a RAG report's page."""
+    return (
+        f'<section class="card" id="stages"><h2>Stages: {escape(report.metric)} per stage</h2>'
+        f"{_bars(report)}{_table(report)}"
+        '<p class="muted">A row marked green gained, red lost, significantly against the '
+        "stage in its <i>vs</i> column; <i>= name</i>: the context is that stage's ranking."
+        "</p></section>"
+    )
 
 
 def render_stages(report: StageReport, *, title: str | None = None) -> str:
@@ -96,21 +107,14 @@ def render_stages(report: StageReport, *, title: str | None = None) -> str:
         subtitle,
         _sections.notes_block([*report.warnings, *notes]),
     )
-    body = (
-        f'<section class="card"><h2>{escape(report.metric)} per stage</h2>{_bars(report)}'
-        f"</section>"
-        f'<section class="card"><h2>Stages</h2>{_table(report)}'
-        '<p class="muted">A row marked green gained, red lost, significantly against the '
-        "stage in its <i>vs</i> column; <i>= name</i>: the context is that stage's ranking."
-        "</p></section>"
-    )
+    body = stage_section(report)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta name="generator" content="ragmeter {escape(__version__)}">\n'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "img-src data:; style-src 'unsafe-inline'\">\n"
-        f"<title>{escape(heading)}</title>\n<style>\n{_asset('report.css')}\n{_CSS}</style>\n"
+        f"<title>{escape(heading)}</title>\n<style>\n{_asset('report.css')}\n{CSS}</style>\n"
         f'</head>\n<body class="kind-stages">\n<header class="top">\n{header}\n</header>\n'
         f"<main>\n{body}\n</main>\n"
         f'<footer class="muted">Made by ragmeter {escape(__version__)}: one self-contained '

@@ -1,0 +1,128 @@
+"""The ``ragmeter stages`` command: every stage of captured samples scored, a thin shell over
+:func:`ragmeter.stages.evaluate_stages`.
+
+``register(app)`` adds the command to a :class:`typer.Typer` app; ``ragmeter.cli`` calls it.
+The table goes to stdout (or JSON with ``--json``), warnings to stderr with their counts;
+``--html`` also writes the stage page. Bad input exits 1 with one stderr line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragmeter.errors import RagmeterError, describe_error
+
+__all__ = ["register"]
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    typer.echo(f"ragmeter: error: {' '.join(describe_error(exc).split())}", err=True)
+    return typer.Exit(1)
+
+
+def stages_command(
+    data: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL sample file whose samples carry stages (what an adapter captured).",
+            show_default=False,
+        ),
+    ],
+    qrels: Annotated[
+        Path | None,
+        typer.Option(
+            "--qrels",
+            help="Qrels: TREC, BEIR TSV or a BEIR directory (default: the relevance the "
+            "samples carry).",
+            show_default=False,
+        ),
+    ] = None,
+    k: Annotated[str, typer.Option("--k", "-k", help="Comma-separated cut-offs.")] = "10,100",
+    metrics: Annotated[
+        str, typer.Option("--metrics", "-m", help="Comma-separated retrieval metrics.")
+    ] = "ndcg,recall",
+    compare_on: Annotated[
+        str | None,
+        typer.Option(
+            "--compare-on",
+            help="The key each step is compared on (default ndcg@10, else the first).",
+            show_default=False,
+        ),
+    ] = None,
+    stage: Annotated[
+        list[str] | None,
+        typer.Option("--stage", help="Only these stages (repeat the option).", show_default=False),
+    ] = None,
+    missing_queries: Annotated[
+        str,
+        typer.Option(
+            "--missing-queries",
+            help="A judged query a stage has no ranking for: 'zero' (scores 0, trec_eval -c) "
+            "or 'skip'.",
+        ),
+    ] = "zero",
+    test: Annotated[
+        str, typer.Option("--test", help="Paired test: randomization, bootstrap or t-test.")
+    ] = "randomization",
+    resamples: Annotated[
+        int, typer.Option("--resamples", "-n", help="Resamples for the CI and the test.")
+    ] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Also write the stage page here (one HTML file).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Score every stage of captured samples (retrievers, fusion, rerankers, the context) and
+    what each step gained or lost against what it consumed, with a paired CI."""
+    from ragmeter.cli import parse_k_values
+    from ragmeter.io import read_qrels
+    from ragmeter.io.jsonl import read_jsonl
+    from ragmeter.stages import evaluate_stages
+
+    try:
+        if not data.is_file():
+            raise FileNotFoundError(2, "sample file not found", str(data))
+        samples = list(read_jsonl(data))
+        judged = read_qrels(qrels) if qrels is not None else None
+        if missing_queries not in ("zero", "skip"):
+            raise typer.BadParameter(
+                f"--missing-queries must be 'zero' or 'skip', got {missing_queries!r}"
+            )
+        report = evaluate_stages(
+            samples,
+            judged,
+            stages=stage or None,
+            metric=compare_on,
+            k_values=parse_k_values(k),
+            metrics=[m.strip() for m in metrics.split(",") if m.strip()],
+            missing_queries="skip" if missing_queries == "skip" else "zero",
+            test=test,  # type: ignore[arg-type]  # checked by compare
+            n=resamples,
+            seed=seed,
+        )
+        written = report.to_html(html) if html is not None else None
+    except (RagmeterError, OSError) as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2, allow_nan=False))
+    else:
+        typer.echo(report.to_text(warnings=False))
+    for warning in report.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if report.warnings:
+        typer.echo(f"{len(report.warnings)} warning(s) while scoring the stages", err=True)
+    if written is not None:
+        typer.echo(f"wrote {written} ({written.stat().st_size / 1e6:.2f} MB)", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ragmeter stages`` to ``app``."""
+    app.command("stages")(stages_command)
