@@ -57,9 +57,11 @@ class StageRow:
     ``samples`` is how many samples have the stage (a sample without it scores 0 there under
     ``missing_queries="zero"``); ``inputs`` the stages it consumed (where the framework
     shows it); ``same_as`` (for ``context``) the stage whose ranking reached the generator;
-    ``against`` the stage it is compared with (its best input on the comparison metric, else
-    the stage before it), and ``comparison`` that paired comparison (``None`` for the first
-    stage, a context equal to a stage, or when it could not be made: ``note`` says why).
+    ``against`` the stage it is compared with (its best input on the comparison metric; for a
+    step whose inputs the framework does not show, the best stage before it), and
+    ``comparison`` that paired comparison (``None`` for a retriever without inputs, where
+    rankings start, a context equal to a stage, or when it could not be made: ``note`` says
+    why).
     """
 
     stage: str
@@ -310,7 +312,8 @@ def evaluate_stages(
     ``missing_queries="skip"``) on ``metrics`` x ``k_values`` (default NDCG and recall at
     10 and 100); ``stages`` limits the table to those names (``context`` included when it
     is there). Each step is compared, per query, with the stage it consumed (of several,
-    the best on ``metric``; when the framework does not say, the stage before it) on
+    the best on ``metric``; when the framework does not say, the best stage before it; a
+    retriever without inputs is where rankings start and is not compared) on
     ``metric`` (default ``ndcg@10``, else the first key): the mean difference, its
     bootstrap confidence interval and a paired ``test`` (:func:`ragmeter.stats.compare`,
     ``n`` resamples, ``seed``). A ``context`` that is another stage's ranking shows ``=
@@ -374,10 +377,10 @@ def evaluate_stages(
     for i, row in enumerate(rows):
         if row.same_as is not None and row.same_as in by_name:
             continue
-        candidates = [by_name[s] for s in row.inputs if s in by_name] or (
-            [rows[i - 1]] if i > 0 else []
-        )
-        if not candidates:
+        candidates = [by_name[s] for s in row.inputs if s in by_name]
+        if not candidates and row.kind != "retriever":  # a step whose inputs are not known
+            candidates = rows[:i]
+        if not candidates:  # a retriever: where rankings start, nothing to gain against
             continue
         base = max(candidates, key=lambda r: r.report.metrics.get(key, float("-inf")))
         row.against = base.stage

@@ -101,10 +101,10 @@ class Rules:
         self, name: str, type_name: str, inputs: Any, outputs: Any, depth: int
     ) -> StageRecord | None:
         """The stage a component span is, or ``None`` (it has no ``documents`` output)."""
-        if not isinstance(outputs, Mapping) or self.documents_output not in outputs:
+        if not _mapping(outputs) or self.documents_output not in outputs:
             return None
-        socket = inputs.get(self.documents_output) if isinstance(inputs, Mapping) else None
-        if isinstance(socket, Mapping):
+        socket = inputs.get(self.documents_output) if _mapping(inputs) else None
+        if _mapping(socket):
             senders = tuple(str(s) for s in socket.get("senders") or ())
             kind = "fusion" if len(senders) > 1 or "Joiner" in type_name else "reranker"
             return StageRecord(name, None, depth, kind=kind, inputs=senders or None)
@@ -113,22 +113,22 @@ class Rules:
     def consumes(self, name: str, inputs: Any, outputs: Any) -> frozenset[str] | None:
         """For a component that takes documents and gives none (a prompt builder), the
         components its outputs go to; else ``None``."""
-        if not isinstance(inputs, Mapping) or self.documents_output not in inputs:
+        if not _mapping(inputs) or self.documents_output not in inputs:
             return None
-        if isinstance(outputs, Mapping) and self.documents_output in outputs:
+        if _mapping(outputs) and self.documents_output in outputs:
             return None
         receivers: set[str] = set()
-        if isinstance(outputs, Mapping):
+        if _mapping(outputs):
             for socket in outputs.values():
-                if isinstance(socket, Mapping):
-                    receivers.update(str(r) for r in socket.get("receivers") or ())
+                if _mapping(socket):
+                    receivers.update(socket.get("receivers") or ())
         return frozenset(receivers)
 
     def is_generator(self, name: str, outputs: Any) -> bool:
         """The answer: the named component, else any component with a replies output."""
         if self.generator is not None:
             return name == self.generator
-        return isinstance(outputs, Mapping) and self.replies_output in outputs
+        return _mapping(outputs) and self.replies_output in outputs
 
     def documents(self, run: HaystackRun, stage: StageRecord, docs: Any) -> None:
         """A stage returned ``docs``: keep their ids and texts."""
@@ -138,7 +138,14 @@ class Rules:
 
     def received(self, run: HaystackRun, name: str, receivers: frozenset[str], docs: Any) -> None:
         """A consumer got ``docs``: remember them (as the stage they came from, if any)."""
-        ids, texts, missing, error = capture_ids(list(docs or ()), self.doc_id)
+        docs = list(docs or ())
+        same = self._same_stage(run, docs)
+        if same is not None:  # the usual case: a stage's very documents (or copies)
+            if run.consumers is None:
+                run.consumers = []
+            run.consumers.append((name, receivers, same))
+            return
+        ids, texts, missing, error = capture_ids(docs, self.doc_id)
         self._note_ids(run, len(ids), missing, error)
         record: StageRecord | None = None
         for stage in reversed(run.stages):
@@ -151,6 +158,24 @@ class Rules:
         if run.consumers is None:
             run.consumers = []
         run.consumers.append((name, receivers, record))
+
+    def _same_stage(self, run: HaystackRun, docs: Sequence[Any]) -> StageRecord | None:
+        """The stage that returned exactly these documents, found by identity of their ids
+        and texts (Haystack hands a component copies whose strings are the very same
+        objects), without computing their ids again; ``None`` when none did."""
+        if self.doc_id != "id":
+            return None
+        for stage in reversed(run.stages):
+            ids = stage._ids
+            texts = stage.texts
+            if ids is None or len(ids) != len(docs):
+                continue
+            if all(
+                getattr(d, "id", None) is i and getattr(d, "content", None) is t
+                for d, i, t in zip(docs, ids, texts, strict=True)
+            ):
+                return stage
+        return None
 
     def _note_ids(
         self, run: HaystackRun, total: int, missing: int, error: BaseException | None
@@ -196,6 +221,11 @@ class Rules:
         return None
 
 
+def _mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, quick for a dict (the ABC check costs a microsecond)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def question_of(
     data: Any, query_input: str | None, stages: Sequence[StageRecord] = ()
 ) -> str | None:
@@ -203,7 +233,12 @@ def question_of(
     the first retriever's ``query``, else a ``query``/``question`` input anywhere in
     ``data`` (flat or nested by component), else the first stage's query."""
     first = next((s.name for s in stages if s.kind == "retriever"), None)
-    if isinstance(data, Mapping):
+    if query_input is None and first is not None and _mapping(data):  # the usual place
+        scope = data.get(first)
+        value = scope.get("query") if _mapping(scope) else None
+        if type(value) is str:
+            return value
+    if _mapping(data):
         candidates: list[tuple[str | None, str]] = []
         if query_input is not None and "." in query_input:
             comp, socket = query_input.split(".", 1)

@@ -261,6 +261,13 @@ def capture_ids(
     texts: list[str] = []
     missing = 0
     error: BaseException | None = None
+    if doc_id == "id":  # the common case, kept short
+        for doc in docs:
+            text = getattr(doc, "content", None)
+            texts.append(text if type(text) is str else "")
+            found = getattr(doc, "id", None)
+            ids.append(found if type(found) is str else str(found))
+        return ids, texts, missing, error
     for doc in docs:
         text = getattr(doc, "content", None)
         texts.append(text if type(text) is str else "")

@@ -105,7 +105,9 @@ class _Part:
         """One content tag of the span (its component's inputs or outputs)."""
         role, run = self.role, self.run
         rules = self.observer.rules
-        if key == _OUTPUT and isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
+            return
+        if key == _OUTPUT:
             if role == _STAGE and self.stage is not None and self.stage.end is None:
                 docs = value.get(rules.documents_output)
                 if docs is not None:
@@ -114,7 +116,7 @@ class _Part:
             elif role == _GENERATOR:
                 with run.lock:
                     rules.reply(run, self.name, value)
-        elif key == _INPUT and isinstance(value, Mapping):
+        elif key == _INPUT:
             if role == _STAGE and self.stage is not None:
                 query = value.get("query")
                 if isinstance(query, str):

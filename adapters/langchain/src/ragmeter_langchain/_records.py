@@ -5,7 +5,7 @@ run id, name, tags and model-call count (each step that produced a ranking is th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
 from ragmeter.capture import CaptureConfig, RunRecord, StageRecord
@@ -26,7 +26,17 @@ class LangChainRun(RunRecord):
     becomes a root of its own).
     """
 
-    __slots__ = ("ignored", "inputs", "key", "llm_calls", "llm_text", "name", "run_ids", "tags")
+    __slots__ = (
+        "forks",
+        "ignored",
+        "inputs",
+        "key",
+        "llm_calls",
+        "llm_text",
+        "name",
+        "run_ids",
+        "tags",
+    )
 
     def __init__(
         self,
@@ -37,7 +47,8 @@ class LangChainRun(RunRecord):
         tags: Any,
         metadata: Any,
     ) -> None:
-        super().__init__(config, meta=metadata if isinstance(metadata, Mapping) else None)
+        meta = metadata if type(metadata) is dict or isinstance(metadata, Mapping) else None
+        super().__init__(config, meta=meta)
         self.key = key
         self.name = name
         self.inputs = inputs
@@ -45,7 +56,16 @@ class LangChainRun(RunRecord):
         self.run_ids: list[int] | None = [key]
         self.llm_text: str | None = None
         self.llm_calls = 0
+        self.forks: dict[int, int] | None = None  # parallel run key -> its index in this run
         self.ignored = not self.wanted
+
+    def fork_index(self, key: int) -> int:
+        """The index of the ``RunnableParallel`` run ``key`` within this run (0, 1, ...): the
+        same in every run of one chain (dropped when the run ends)."""
+        forks = self.forks
+        if forks is None:
+            forks = self.forks = {}
+        return forks.setdefault(key, len(forks))
 
     def default_id(self) -> str:
         return str(UUID(int=self.key))
@@ -59,18 +79,13 @@ class LangChainRun(RunRecord):
         return out
 
 
-class Node(NamedTuple):
-    """An open run: its root's record, how many stages enclose it (itself included), its
-    :class:`~ragmeter.capture.StageRecord` if it is a stage (a retriever, a marker), the
-    nearest stage enclosing it, and the ``RunnableParallel`` branches it runs in
-    (``((parallel run key, branch key), ...)``, from LangChain's ``map:key:<key>`` tags).
-    Keyed by ``run_id.int`` (``UUID.__hash__`` is Python code; an int hashes in C)."""
-
-    root: LangChainRun
-    below: int
-    stage: StageRecord | None
-    enclosing: StageRecord | None
-    fork: tuple[tuple[int, str], ...]
+Node = tuple[LangChainRun, int, StageRecord | None, StageRecord | None, tuple[tuple[int, str], ...]]
+"""An open run: its root's record, how many stages enclose it (itself included), its
+:class:`~ragmeter.capture.StageRecord` if it is a stage (a retriever, a marker), the nearest
+stage enclosing it, and the ``RunnableParallel`` branches it runs in (``((index of the
+parallel run in the root, branch key), ...)``, from LangChain's ``map:key:<key>`` tags). A
+plain tuple (a ``NamedTuple`` costs a Python-level ``__new__`` per run); keyed by
+``run_id.int`` (``UUID.__hash__`` is Python code; an int hashes in C)."""
 
 
 def run_name(serialized: Any, kwargs: Mapping[str, Any]) -> str | None:

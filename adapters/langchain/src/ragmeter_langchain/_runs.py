@@ -51,6 +51,29 @@ _KIND_KEY = "ragmeter_stage_kind"
 
 _NO_FORK: tuple[tuple[int, str], ...] = ()
 
+_BRANCHES: dict[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]] = {}
+
+
+def _branch(fork: tuple[tuple[int, str], ...], index: int, arm: str) -> tuple[tuple[int, str], ...]:
+    """``fork`` and one more ``(parallel #index of the run, branch key)``, as one shared tuple:
+    the runs of one chain have the same branches, so their stages point at the same object
+    (nothing stored per run)."""
+    new = (*fork, (index, arm))
+    if len(_BRANCHES) > 4096:
+        _BRANCHES.clear()
+    return _BRANCHES.setdefault(new, new)
+
+
+def _frontier(root: LangChainRun, enclosing: StageRecord | None) -> tuple[StageRecord, ...]:
+    """What a marked step consumed: the stages at its level that finished before it started
+    and that no other stage consumed (after two retrievers, both; after a fusion, the
+    fusion)."""
+    stages = root.stages
+    consumed = {id(i) for s in stages for i in s.inputs or () if not isinstance(i, str)}
+    return tuple(
+        s for s in stages if s.parent is enclosing and s.end is not None and id(s) not in consumed
+    )
+
 
 def _is_documents(value: Any) -> bool:
     """Whether ``value`` is a list of documents (or empty): what a stage marker records."""
@@ -117,15 +140,16 @@ class Runs:
             return
         key = run_id.int
         evicted = False
+        nodes = self.nodes
         with self.lock:
-            if key in self.nodes:
+            if key in nodes:
                 return
-            parent = self.nodes.get(parent_run_id.int) if parent_run_id is not None else None
-            name = run_name(serialized, kwargs)
+            parent = nodes.get(parent_run_id.int) if parent_run_id is not None else None
             if parent is None:
                 if len(self.roots) >= self.options.max_open_runs:
                     self._evict_oldest()
                     evicted = True
+                name = run_name(serialized, kwargs)
                 root = LangChainRun(self.config, key, name, inputs, tags, metadata)
                 self.roots[key] = root
                 below, enclosing, fork = 0, None, _NO_FORK
@@ -136,28 +160,30 @@ class Runs:
                 if tags:  # a RunnableParallel branch: LangChain tags it map:key:<key>
                     for tag in tags:
                         if type(tag) is str and tag.startswith("map:key:"):
-                            fork = (*fork, (parent_run_id.int, tag[8:]))  # type: ignore[union-attr]
+                            index = root.fork_index(parent_run_id.int)  # type: ignore[union-attr]
+                            fork = _branch(fork, index, tag[8:])
                             break
             stage = None
-            if not root.ignored:
-                marker = (
-                    not retriever
-                    and isinstance(metadata, Mapping)
-                    and name is not None
-                    and metadata.get(STAGE_KEY) == name
-                )
-                if retriever or marker:
-                    query = inputs if retriever and isinstance(inputs, str) else None
+            if not root.ignored and (retriever or (metadata and STAGE_KEY in metadata)):
+                name = run_name(serialized, kwargs)
+                if retriever or (name is not None and metadata.get(STAGE_KEY) == name):
+                    query = inputs if retriever and type(inputs) is str else None
                     kind = "retriever" if retriever else str(metadata.get(_KIND_KEY) or "stage")
                     stage = StageRecord(
-                        name, query, below, kind=kind, parent=enclosing, branch=fork
+                        name,
+                        query,
+                        below,
+                        kind=kind,
+                        parent=enclosing,
+                        branch=fork,
+                        inputs=None if retriever else _frontier(root, enclosing),
                     )
                     if enclosing is not None:
                         enclosing.nest()  # a retriever made of others reranks or fuses
                     root.add_stage(stage)
                     below += 1
                     enclosing = stage
-            self.nodes[key] = Node(root, below, stage, enclosing, fork)
+            nodes[key] = (root, below, stage, enclosing, fork)
         if evicted:
             self.note(
                 None,
@@ -252,6 +278,7 @@ class Runs:
                 for rid in root.run_ids or ():
                     self.nodes.pop(rid, None)
                 root.run_ids = None
+                root.forks = None
             if root.ignored:
                 return
             root.finish(error)

@@ -24,6 +24,7 @@ the sample is built when read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import sys
@@ -541,31 +542,45 @@ def _postprocessors(engine: Any) -> str:
     return "+".join(names) if names else "postprocessed"
 
 
-_EVALUATOR_METHODS = frozenset(
-    {"evaluate", "aevaluate", "evaluate_response", "aevaluate_response", "_aevaluate"}
+_OWN_CALLERS = frozenset(
+    {
+        # BaseEvaluator's entry points (an evaluator queries an index of the contexts)
+        "evaluate",
+        "aevaluate",
+        "evaluate_response",
+        "aevaluate_response",
+        # BaseTool's (an agent calls a query engine tool)
+        "call",
+        "acall",
+        "__call__",
+    }
 )
-_TOOL_METHODS = frozenset({"call", "acall", "__call__"})
-_STACK_DEPTH = 40
+_STACK_DEPTH = 32  # an evaluator's or a tool's frame sits well within this above the query
 
 
 def _internal_query() -> bool:
     """Whether the query starting now is LlamaIndex's own: asked by an evaluator (a
     ``BaseEvaluator`` queries an index of the contexts) or by a tool (a ``BaseTool`` called
-    by an agent), found on the call stack."""
-    from llama_index.core.evaluation.base import BaseEvaluator
-    from llama_index.core.tools.types import BaseTool
-
+    by an agent), found on the call stack (a few microseconds, once per top-level query)."""
     frame = sys._getframe(2)
+    names = _OWN_CALLERS
     for _ in range(_STACK_DEPTH):
         if frame is None:
             return False
-        name = frame.f_code.co_name
-        if name in _EVALUATOR_METHODS or name in _TOOL_METHODS:
+        if frame.f_code.co_name in names:
             owner = frame.f_locals.get("self")
-            if isinstance(owner, (BaseEvaluator, BaseTool)):
+            if isinstance(owner, _owners()):
                 return True
         frame = frame.f_back
     return False
+
+
+@functools.cache
+def _owners() -> tuple[type, ...]:
+    from llama_index.core.evaluation.base import BaseEvaluator
+    from llama_index.core.tools.types import BaseTool
+
+    return (BaseEvaluator, BaseTool)
 
 
 def _extra(call: StageRecord) -> tuple[tuple[str, ...] | None, Any]:
