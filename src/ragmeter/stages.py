@@ -173,10 +173,10 @@ class StageReport:
         out = [header]
         for row in self.rows:
             values = [_num(row.report.metrics.get(k)) for k in keys]
-            if row.same_as is not None:
-                values = [f"= {row.same_as}"] + [""] * (len(keys) - 1)
             c = row.comparison
-            if c is None:
+            if row.same_as is not None:  # the context is that stage's very ranking
+                tail = [f"= {row.same_as}", "", "", ""]
+            elif c is None:
                 tail = [row.against or "", "", "", ""]
             else:
                 star = " *" if c.significant else ""
