@@ -325,3 +325,14 @@ def test_the_stage_list_names_inputs_and_the_context() -> None:
         ("ensemble", ["bm25"], None),
         ("context", ["ensemble"], "ensemble"),
     ]
+
+
+def test_stages_that_ran_side_by_side_are_listed_by_name_not_by_who_finished_first() -> None:
+    sparse = _stage("sparse", 0.0, 1.0, branch=((0, "sparse"),))
+    dense = _stage("dense", 0.0, 2.0, branch=((0, "dense"),))  # finished last
+    fused = _stage("fused", 2.5, 3.0, branch=(), inputs=(sparse, dense))
+    for stages in ([sparse, dense, fused], [dense, sparse, fused]):
+        listed, _, _ = stage_list(stages, fused)
+        assert [s["name"] for s in listed] == ["dense", "sparse", "fused", "context"]
+    one_after_the_other = [_stage("b", 0.0, 1.0), _stage("a", 1.5, 2.0)]
+    assert [s["name"] for s in stage_list(one_after_the_other, None)[0]] == ["b", "a"]

@@ -223,6 +223,11 @@ class RunRecord:
         """What the framework adds to ``sample.metadata`` (after ``framework``)."""
         return {}
 
+    def explicit_fields(self) -> dict[str, Any]:
+        """Ground truth given with the call itself (a recorder's ``relevance=``): it wins over
+        every scope and the run's metadata, as ``sample_id`` does."""
+        return {}
+
     def framework_fields(
         self,
         fields: dict[str, Any],
@@ -383,6 +388,7 @@ class RunRecord:
             fields.update(fields_from_metadata(self.meta))
         if self.own:
             fields.update(scoped)
+        fields.update(self.explicit_fields())
         if self.sample_id is not None:
             fields["id"] = self.sample_id
         noted = len(errors)

@@ -345,7 +345,7 @@ def stage_list(
     for stage in stages:
         if stage.parent is not None:
             children.setdefault(id(stage.parent), []).append(by_id[id(stage)])
-    order = sorted(stages, key=lambda s: (s.end is None, s.seq))
+    order = _finish_order(stages, by_id)
     out = [_stage_dict(s, by_id[id(s)], children.get(id(s)), by_id) for s in order]
     if context is not None:
         same = by_id.get(id(context))
@@ -359,6 +359,37 @@ def stage_list(
             entry.pop("latency_ms", None)
         out.append(entry)
     return out, by_id, notes
+
+
+def _finish_order(stages: Sequence[StageRecord], names: dict[int, str]) -> list[StageRecord]:
+    """The stages in the order they finished, except that stages which ran concurrently are
+    ordered by name: which of two parallel retrievers ends first is timing's, and a table
+    read across samples must not depend on it."""
+    order = sorted(stages, key=lambda s: (s.end is None, s.seq))
+    for _ in range(len(order)):
+        swapped = False
+        for i in range(len(order) - 1):
+            a, b = order[i], order[i + 1]
+            if names[id(b)] < names[id(a)] and _concurrent(a, b) and not _related(a, b):
+                order[i], order[i + 1] = b, a
+                swapped = True
+        if not swapped:
+            break
+    return order
+
+
+def _related(a: StageRecord, b: StageRecord) -> bool:
+    """Whether one stage runs inside the other or consumed it (their order is the flow's)."""
+    for inner, outer in ((a, b), (b, a)):
+        parent = inner.parent
+        while parent is not None:
+            if parent is outer:
+                return True
+            parent = parent.parent
+        for given in outer.inputs or ():
+            if given is inner or given == inner.name:
+                return True
+    return False
 
 
 def _stage_dict(

@@ -174,3 +174,25 @@ def test_fusion_in_a_lambda_marked_as_a_stage_is_the_context(
     report = plain.evaluate_retrieval({q: cranfield.qrels[q] for q in qs}, k_values=(10,))
     assert report.extra["capture"]["no_context"] == N
     assert any("(no_context)" in w and "stage('fused')" in w for w in report.warnings)
+
+
+def test_named_members_of_an_ensemble_inside_a_chain_are_nested_in_it(
+    cranfield: Any, parts: dict[str, Any]
+) -> None:
+    """LangChain reports the members of an ``EnsembleRetriever`` named with ``.with_config``
+    as siblings of the ensemble; they ran inside it, so they are stages inside it."""
+    dense = parts["bm25"].with_config(run_name="dense")
+    sparse = parts["keyword"].with_config(run_name="sparse")
+    ensemble = EnsembleRetriever(retrievers=[dense, sparse])
+    qs = dict(list(questions(cranfield).items())[:5])
+    handler = RagmeterCallbackHandler()
+    run_all(rag_chain(ensemble, EchoChatModel()), handler, qs)
+    sample = handler.samples[0]
+    shape = [(s.name, s.kind, s.depth, s.inputs) for s in sample.stages or []]
+    assert shape == [
+        ("dense", "retriever", 1, None),
+        ("sparse", "retriever", 1, None),
+        ("EnsembleRetriever", "fusion", 0, ["dense", "sparse"]),
+        ("context", "context", 0, ["EnsembleRetriever"]),
+    ]
+    assert handler.to_run() == {q: ids(ensemble.invoke(t)) for q, t in qs.items()}

@@ -57,7 +57,7 @@ class HaystackRun(RunRecord):
     each other).
     """
 
-    __slots__ = ("consumers", "data", "generators", "ignored", "lock")
+    __slots__ = ("consumers", "data", "generators", "given", "ignored", "lock")
 
     def __init__(
         self,
@@ -70,8 +70,12 @@ class HaystackRun(RunRecord):
         self.consumers: list[tuple[str, frozenset[str], StageRecord]] | None = None
         self.generators: set[str] | None = None
         self.data: Any = None
+        self.given: dict[str, Any] | None = None  # a recorder call's own ground truth
         self.ignored = not self.wanted
         self.lock = threading.Lock()
+
+    def explicit_fields(self) -> dict[str, Any]:
+        return self.given or {}
 
     def framework_fields(
         self,

@@ -246,17 +246,20 @@ class RagmeterRecorder(StoreFront):
         reference_ids: list[str] | None,
         relevance: Mapping[str, float] | None,
     ) -> Iterator[None]:
-        """The observer listens while the body runs, to this call's runs only."""
-        meta = dict(metadata) if metadata else {}
-        for key, value in (
-            ("ragmeter_reference", reference),
-            ("ragmeter_reference_ids", reference_ids),
-            ("ragmeter_relevance", relevance),
-        ):
-            if value is not None:
-                meta[key] = value
+        """The observer listens while the body runs, to this call's runs only; the call's own
+        ground truth wins over every scope and the run's metadata, as ``sample_id`` does."""
+        given = {
+            name: value
+            for name, value in (
+                ("reference", reference),
+                ("reference_ids", reference_ids),
+                ("relevance", relevance),
+            )
+            if value is not None
+        }
         ident = None if sample_id is None else str(sample_id)
-        token = RECORDING.set((self._observer, ident, meta or None))
+        meta = dict(metadata) if metadata else None
+        token = RECORDING.set((self._observer, ident, meta, given or None))
         attachment = self._attachment()
         attachment.open()
         try:

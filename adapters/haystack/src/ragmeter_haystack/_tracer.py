@@ -67,11 +67,11 @@ _OUTPUT = "haystack.component.output"
 
 _CURRENT: ContextVar[_HubSpan | None] = ContextVar("ragmeter_haystack_span", default=None)
 
-RECORDING: ContextVar[tuple[Any, str | None, Mapping[str, Any] | None] | None] = ContextVar(
-    "ragmeter_haystack_recording", default=None
-)
+Recording = tuple[Any, str | None, Mapping[str, Any] | None, dict[str, Any] | None]
+
+RECORDING: ContextVar[Recording | None] = ContextVar("ragmeter_haystack_recording", default=None)
 """Set by :class:`~ragmeter_haystack.RagmeterRecorder` while it runs its pipeline: ``(the
-observer that records the run, sample id, run metadata)``."""
+observer that records the run, sample id, run metadata, the call's own ground truth)``."""
 
 # what a span is to one observer
 _OTHER, _STAGE, _GENERATOR, _CONSUMER, _ROOT = 0, 1, 2, 3, 4
@@ -481,14 +481,16 @@ class RagmeterTracer(DatasetFront, Tracer):
         """A new record for a top-level pipeline run, or ``None`` when it is not recorded."""
         sample_id: str | None = None
         meta: Mapping[str, Any] | None = None
+        given: dict[str, Any] | None = None
         if self._recorder is not None:  # a recorder's observer: only the runs it makes
             recording = RECORDING.get()
             if recording is None or recording[0] is not self:
                 return None
-            _, sample_id, meta = recording
+            _, sample_id, meta, given = recording
         run = HaystackRun(self.config, meta=meta, sample_id=sample_id)
         if run.ignored:
             return None
+        run.given = given
         run.data = tags.get("haystack.pipeline.input_data") if tags else None
         return run
 

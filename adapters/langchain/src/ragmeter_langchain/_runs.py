@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
@@ -102,6 +102,13 @@ class Runs:
         self.lock = threading.Lock()  # LangChain may call handlers from several threads
         self.nodes: dict[int, Node] = {}
         self.roots: dict[int, LangChainRun] = {}
+        # the stage open in this thread or task: a retriever called inside another one is
+        # nested in it even where LangChain reports it as the other's sibling (members of an
+        # EnsembleRetriever named with .with_config(run_name=...))
+        self.open_stage: ContextVar[StageRecord | None] = ContextVar(
+            f"ragmeter_langchain_open_stage_{id(self)}", default=None
+        )
+        self.tokens: dict[int, Token[StageRecord | None]] = {}
 
     # -- capture problems -------------------------------------------------------------------
 
@@ -167,6 +174,14 @@ class Runs:
             if not root.ignored and (retriever or (metadata and STAGE_KEY in metadata)):
                 name = run_name(serialized, kwargs)
                 if retriever or (name is not None and metadata.get(STAGE_KEY) == name):
+                    inside = self.open_stage.get()
+                    if (
+                        inside is not None
+                        and inside is not enclosing
+                        and inside.end is None
+                        and any(s is inside for s in root.stages)
+                    ):
+                        enclosing, below = inside, inside.depth + 1
                     query = inputs if retriever and type(inputs) is str else None
                     kind = "retriever" if retriever else str(metadata.get(_KIND_KEY) or "stage")
                     stage = StageRecord(
@@ -183,6 +198,7 @@ class Runs:
                     root.add_stage(stage)
                     below += 1
                     enclosing = stage
+                    self.tokens[key] = self.open_stage.set(stage)
             nodes[key] = (root, below, stage, enclosing, fork)
         if evicted:
             self.note(
@@ -268,6 +284,13 @@ class Runs:
     ) -> None:
         """If ``run_id`` is a root run, store its record and drop its nodes."""
         key = run_id.int
+        if self.tokens:  # a stage ended: it is no longer the one open here
+            token = self.tokens.pop(key, None)
+            if token is not None:
+                try:  # noqa: SIM105 - an end reported from another context cannot reset it
+                    self.open_stage.reset(token)
+                except ValueError:
+                    pass
         if key not in self.roots:  # most runs are not roots: no lock for them
             return
         try:
