@@ -366,6 +366,130 @@ def test_requests_without_a_body_are_never_gated() -> None:
     assert anyio.run(main) == 200
 
 
+# ------------------------------------------------------------------ refusals drain the body
+
+
+class Log:
+    """A receive of endless 1000-byte chunks and a send, logging both in order."""
+
+    def __init__(self, chunks: int | None = None) -> None:
+        self.events: list[str] = []
+        self.left = chunks  # None: never ends
+        self.sent = Recorder()
+
+    async def receive(self) -> Message:
+        self.events.append("receive")
+        if self.left is not None:
+            self.left -= 1
+        await anyio.sleep(0)
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": self.left != 0}
+
+    async def send(self, message: Message) -> None:
+        more = message.get("more_body", False)
+        self.events.append(f"{message['type']}{' (more)' if more else ''}")
+        await self.sent(message)
+
+
+def _length(n: int) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", b"application/json"), (b"content-length", str(n).encode())]
+
+
+@pytest.mark.parametrize("refusal", [413, 429])
+def test_a_refusal_is_sent_first_and_ended_after_the_body_is_read(refusal: int) -> None:
+    gate = server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0)
+    if refusal == 429:
+        gate.active = 1  # the only slot is taken
+    guard = _guard(gate=gate)
+    log = Log(chunks=5)
+    declared = _length(5000 if refusal == 413 else 900)
+    anyio.run(guard, _scope(headers=declared), log.receive, log.send)
+    assert log.events == [
+        "http.response.start",
+        "http.response.body (more)",  # the whole answer, before any of the body is read
+        *["receive"] * 5,  # the body, to its end
+        "http.response.body",  # then the answer ends (and Connection: close closes)
+    ]
+    assert log.sent.status == refusal
+    assert log.sent.header(b"connection") == b"close"
+    assert json.loads(log.sent.body)["detail"]
+
+
+def test_a_chunked_body_over_the_limit_is_drained_after_the_413() -> None:
+    log = Log(chunks=5)
+    anyio.run(_guard(max_body_bytes=1500), _scope(), log.receive, log.send)
+    # two chunks read (2000 > 1500 bytes), then the 413, then the other three chunks
+    assert log.events == [
+        "receive",
+        "receive",
+        "http.response.start",
+        "http.response.body (more)",
+        "receive",
+        "receive",
+        "receive",
+        "http.response.body",
+    ]
+    assert log.sent.status == 413
+
+
+def test_draining_stops_after_drain_bytes() -> None:
+    guard = _guard(body_timeout=600)
+    guard.drain_bytes = 10_000
+    log = Log()  # a chunked body that never ends
+
+    async def main() -> None:
+        with anyio.fail_after(60):  # against a hang only: the bound is bytes, not time
+            await guard(_scope(), log.receive, log.send)
+
+    anyio.run(main)
+    # 2 chunks to pass the 1000-byte limit, then 11 (11 000 bytes drained: past the bound)
+    assert log.events.count("receive") == 2 + 11
+    assert log.events[-1] == "http.response.body" and log.sent.status == 413
+
+
+def test_a_body_declared_larger_than_drain_bytes_is_not_read() -> None:
+    guard = _guard()
+    log = Log()
+    anyio.run(guard, _scope(headers=_length(guard.drain_bytes + 1)), log.receive, log.send)
+    assert log.events == ["http.response.start", "http.response.body"]
+    assert log.sent.status == 413
+
+
+def test_a_request_that_got_its_413_drains_without_holding_a_slot() -> None:
+    async def main() -> tuple[Recorder, Recorder]:
+        gate = server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0)
+        guard = _guard(gate=gate, max_body_bytes=1500)
+        big, small = Recorder(), Recorder()
+        answered, drained, more = anyio.Event(), anyio.Event(), anyio.Event()
+
+        async def big_send(message: Message) -> None:
+            await big(message)
+            answered.set()
+
+        async def big_receive() -> Message:
+            if len(received) == 2:
+                await more.wait()  # the rest of the body is slow to come
+            received.append(1)
+            last = len(received) == 3
+            if last:
+                drained.set()
+            return {"type": "http.request", "body": b"x" * 1000, "more_body": not last}
+
+        received: list[int] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(guard, _scope(), big_receive, big_send)
+            with anyio.fail_after(10):  # against a hang only
+                await answered.wait()
+                # the 413 was sent and the body is still being drained: the slot is free
+                await guard(_scope(), _body_receive(b"{}"), small)
+            more.set()
+            with anyio.fail_after(10):  # against a hang only
+                await drained.wait()
+        return big, small
+
+    big, small = anyio.run(main)
+    assert big.status == 413 and small.status == 200
+
+
 # ------------------------------------------------------------------ configuration
 
 

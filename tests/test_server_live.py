@@ -8,6 +8,7 @@ Timing bounds here are generous (the machine is shared): they tell "stops / answ
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -312,3 +313,74 @@ def test_a_client_that_disconnects_stops_the_scoring(start: Any) -> None:
     # and the server is fine afterwards
     ok = httpx.post(f"{server.base}/evaluate", json=_slow_samples(2), timeout=30)
     assert ok.status_code == 200
+
+
+# ------------------------------------------------------------------ (e) refusals reach clients
+# that send the whole body before reading (http.client, requests): the server used to close
+# with the body unread, so the kernel reset the connection and the 413/429 never arrived.
+
+
+def _json_body(size: int) -> bytes:
+    """A JSON body of about ``size`` bytes."""
+    sample = json.dumps({"answer": "paris " * 170, "context": ["paris is big"]}).encode()
+    count = max(1, size // (len(sample) + 1))
+    return b'{"samples": [' + b",".join([sample] * count) + b"]}"
+
+
+def _post(port: int, body: bytes, *, chunked: bool) -> tuple[int, dict[str, str], bytes]:
+    """POST ``body`` to /evaluate with plain ``http.client``, which sends all of it before it
+    reads the answer; ``chunked`` sends it in 64 KiB chunks without a Content-Length."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)  # against a hang only
+    headers = {"Content-Type": "application/json"}
+    try:
+        if chunked:
+            pieces = (body[i : i + 65536] for i in range(0, len(body), 65536))
+            conn.request("POST", "/evaluate", body=pieces, headers=headers, encode_chunked=True)
+        else:
+            conn.request("POST", "/evaluate", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+def test_http_client_reads_the_413_of_a_body_over_the_limit(start: Any) -> None:
+    server = start(max_body_bytes=1024 * 1024)
+    body = _json_body(20 * 1024 * 1024)
+    # before: ConnectionResetError or BrokenPipeError, every time
+    for chunked in (False, True, False, True):
+        status, headers, answer = _post(server.port, body, chunked=chunked)
+        assert status == 413, (chunked, answer[:300])
+        assert headers["connection"] == "close"
+        detail = json.loads(answer)["detail"]
+        assert detail == "request body is larger than this server's limit of 1048576 bytes"
+    assert httpx.get(f"{server.base}/health", timeout=10).status_code == 200
+    small = json.dumps(_slow_samples(2)).encode()
+    for chunked in (False, True):  # and scoring still works, either way
+        assert _post(server.port, small, chunked=chunked)[0] == 200
+
+
+def test_http_client_reads_the_429_of_a_request_over_the_cap(start: Any) -> None:
+    server = start(slow=True, max_concurrent=1, max_queued=0)
+    # The only slot is held by a request of 20 s of scoring until its client hangs up.
+    payload = json.dumps(_slow_samples(1000)).encode()
+    head = (
+        b"POST /evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(payload)
+    )
+    holder = _raw(server.port, head + payload)
+    try:
+        deadline = time.monotonic() + 30
+        while server.scored() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.scored() > 0, server.log.read_text()
+        body = _json_body(8 * 1024 * 1024)  # under the 10 MiB limit: refused for the cap only
+        for chunked in (False, True):
+            status, headers, answer = _post(server.port, body, chunked=chunked)
+            assert status == 429, (chunked, answer[:300])
+            assert int(headers["retry-after"]) >= 1
+            assert headers["connection"] == "close"
+            assert "at most 1" in json.loads(answer)["detail"]
+    finally:
+        holder.close()
+    assert httpx.get(f"{server.base}/health", timeout=10).status_code == 200

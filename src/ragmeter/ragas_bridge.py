@@ -75,7 +75,7 @@ def as_ragas_dataset(samples: Iterable[SampleLike]) -> Any:
         raise MissingDependencyError("ragas", "ragas") from None
     available = getattr(SingleTurnSample, "model_fields", None)
     names = None if available is None else list(available)
-    turns = [
+    turns: list[Any] = [  # EvaluationDataset takes single- and multi-turn samples
         SingleTurnSample(**ragas_fields(coerce_sample(s, index=i), names))
         for i, s in enumerate(samples)
     ]

@@ -30,7 +30,10 @@ Guards against slow and heavy clients (each limit is an argument of :func:`creat
   read, parsed and scored at once; up to ``max_queued`` more wait, unread, for at most
   ``queue_timeout`` seconds; past either, the answer is a 429 with ``Retry-After``. An
   in-flight 10 MiB request costs tens of MiB of memory, so this also caps the server's
-  memory. ``GET /health`` is never queued.
+  memory. ``GET /health`` is never queued. A 413 or 429 is sent before the body is read;
+  the rest of the body is then read and discarded (at most ``MIN_DRAIN_BYTES`` or 4 x
+  ``max_body_bytes``, within ``body_timeout`` s) before the connection closes, so that clients
+  that send the whole body before reading (``http.client``) get the answer, not a reset.
 * **slow bodies and slow readers**: a body must arrive within ``body_timeout`` seconds of
   being admitted (408 otherwise, and the connection is closed); an answer the client does
   not read within ``body_timeout`` seconds is dropped with the connection.
@@ -130,6 +133,10 @@ DEFAULT_KEEP_ALIVE_TIMEOUT = 5
 ``timeout_keep_alive``)."""
 RETRY_AFTER_SECONDS = 1
 """The ``Retry-After`` of a 429."""
+MIN_DRAIN_BYTES = 64 * 1024 * 1024
+"""A refused request's body (413, 429) is read and discarded after the answer, up to
+``max(MIN_DRAIN_BYTES, 4 * max_body_bytes)`` bytes (64 MiB with the default limit) and
+within ``body_timeout`` seconds, so that a client still sending it can read the answer."""
 MAX_K = 1_000_000
 """Largest cut-off accepted (a bigger one would only cost time)."""
 MAX_K_VALUES = 64
@@ -400,6 +407,12 @@ class _BodyLimit:
     gives itself close the connection (the client may still be sending). Sending the answer
     must finish within ``body_timeout`` seconds too, or the connection is dropped. Requests
     without a body pass straight through.
+
+    A 413 or 429 is sent at once, and then the rest of the request body is read and
+    discarded (a lingering close, see :meth:`_refuse`) before the answer ends and the
+    connection closes: a client that sends its whole body before reading (Python's
+    ``http.client``, ``requests``) otherwise gets a reset connection instead of the answer,
+    because closing a socket with unread data in it makes the kernel send a TCP reset.
     """
 
     def __init__(
@@ -412,6 +425,7 @@ class _BodyLimit:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout = body_timeout
+        self.drain_bytes = max(MIN_DRAIN_BYTES, 4 * max_body_bytes)
         self.gate = gate or _Gate(
             max_concurrent=DEFAULT_MAX_CONCURRENT,
             max_queued=DEFAULT_MAX_QUEUED,
@@ -448,23 +462,75 @@ class _BodyLimit:
                     await response(scope, receive, send)
                     return
                 if declared > limit:
-                    await _too_large(message, close=True)(scope, receive, send)
+                    drain = declared <= self.drain_bytes  # else the client is reset anyway
+                    too_large = _too_large(message, close=True)
+                    await self._refuse(too_large, scope, receive, send, drain=drain)
                     return
         refusal = await self.gate.acquire()
         if refusal is not None:
             headers = {"retry-after": str(RETRY_AFTER_SECONDS), **_CLOSE}
-            await _error(429, refusal, headers)(scope, receive, send)
+            await self._refuse(_error(429, refusal, headers), scope, receive, send, drain=True)
             return
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.gate.release()
+
         try:
-            await self._admitted(scope, receive, send, limit, message)
+            await self._admitted(scope, receive, send, limit, message, release)
         finally:
-            self.gate.release()
+            release()
+
+    async def _refuse(
+        self, response: Response, scope: Scope, receive: Receive, send: Send, *, drain: bool
+    ) -> None:
+        """Send ``response`` (its ``Connection: close`` ends the connection), reading and
+        discarding the rest of the request body before its end when ``drain`` is true.
+
+        The answer goes out at once; only its end (an empty last body message) waits until
+        the body has been read to its end, the client hung up, ``drain_bytes`` were read or
+        ``body_timeout`` seconds passed. A client that reads the answer early (curl, httpx)
+        may hang up at once; one that sends its whole body first (``http.client``) finds
+        the answer waiting, where a socket closed with unread data would send it a reset.
+        """
+        if not drain:
+            await response(scope, receive, send)
+            return
+
+        async def hold_the_end(message: Message) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                message = {**message, "more_body": True}
+            await send(message)
+
+        await response(scope, receive, hold_the_end)
+        left = self.drain_bytes
+        with anyio.move_on_after(self.body_timeout):
+            while left >= 0:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    break
+                if msg["type"] != "http.request":
+                    continue
+                left -= len(msg.get("body", b""))
+                if not msg.get("more_body", False):
+                    break
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _admitted(
-        self, scope: Scope, receive: Receive, send: Send, limit: int, too_large: str
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        limit: int,
+        too_large: str,
+        release: Callable[[], None],
     ) -> None:
         chunks: list[bytes] = []
         size = 0
+        complete = False
         with anyio.move_on_after(self.body_timeout) as late:
             while size <= limit:
                 msg = await receive()
@@ -476,9 +542,13 @@ class _BodyLimit:
                 size += len(chunk)
                 chunks.append(chunk)
                 if not msg.get("more_body", False):
+                    complete = True
                     break
         if size > limit:
-            await _too_large(too_large, close=True)(scope, receive, send)
+            del chunks
+            release()  # the slot is not needed to read and discard the rest
+            response = _too_large(too_large, close=True)
+            await self._refuse(response, scope, receive, send, drain=not complete)
             return
         if late.cancelled_caught:
             stalled = (

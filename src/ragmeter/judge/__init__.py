@@ -12,6 +12,7 @@ from ragmeter.judge.metrics import (
 from ragmeter.judge.protocol import (
     FunctionJudge,
     Judge,
+    JudgeIdentityWarning,
     JudgeReply,
     Message,
     TransientJudgeError,
@@ -36,6 +37,7 @@ __all__ = [
     "Judge",
     "JudgeCache",
     "JudgeEstimate",
+    "JudgeIdentityWarning",
     "JudgeMetric",
     "JudgeOptions",
     "JudgeReply",

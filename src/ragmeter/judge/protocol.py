@@ -10,10 +10,15 @@ part of every cache key, so changing model or temperature never reuses a stale v
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import hashlib
 import inspect
+import logging
+import re
+import threading
 import types
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -21,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "FunctionJudge",
     "Judge",
+    "JudgeIdentityWarning",
     "JudgeReply",
     "Message",
     "TransientJudgeError",
@@ -161,13 +167,71 @@ def _code_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+_MISSING = object()
+
+
+def _class_attribute(cls: type, name: str) -> Any:
+    """``name`` as ``cls`` (or the first base class that has it) stores it, unbound."""
+    for klass in cls.__mro__:
+        if klass is object:
+            break
+        if name in vars(klass):
+            return vars(klass)[name]
+    return _MISSING
+
+
+def _slot_names(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for slot in [slots] if isinstance(slots, str) else slots:
+            if slot not in ("__dict__", "__weakref__") and slot not in names:
+                names.append(slot)
+    return names
+
+
+# Objects that never decide a verdict: counted by their type, without a warning.
+_INERT: tuple[type, ...] = (
+    type(threading.Lock()),
+    type(threading.RLock()),
+    threading.Condition,
+    threading.Event,
+    threading.Semaphore,
+    asyncio.Lock,
+    asyncio.Event,
+    asyncio.Semaphore,
+    asyncio.Condition,
+    logging.Logger,
+)
+
+
+class JudgeIdentityWarning(UserWarning):
+    """A :class:`FunctionJudge` without a ``model`` reads values its identity counts by type
+    only (an HTTP client, a list, a dict), so changing them does not change the identity:
+    the judge cache would serve verdicts given before the change. Name a ``model`` (and
+    ``settings``) to key the cache on purpose."""
+
+
 class _Fingerprint:
-    """Feeds what decides a callable's behaviour into a hash; see :func:`function_fingerprint`."""
+    """Feeds what decides a callable's behaviour into a hash; see :func:`function_fingerprint`.
+
+    Values are hashed in the order the code reads them; then, until nothing new turns up,
+    every attribute a hashed code names (``co_names`` and identifier-like string constants,
+    for ``getattr``) that a class in :attr:`classes` (or one of its bases) defines.
+    """
 
     def __init__(self, root_module: str | None) -> None:
         self.hash = hashlib.sha256()
         self.root_module = root_module
-        self.seen: set[int] = set()
+        self.seen: set[int] = set()  # callables hashed
+        self.objects: set[int] = set()  # instances hashed
+        self.names: set[str] = set()  # attribute and global names read by the hashed code
+        self.classes: list[type] = []  # classes whose attributes those names may be
+        self.loose: list[str] = []  # values counted by their type only (for the warning)
 
     def text(self, *parts: str) -> None:
         for part in parts:
@@ -177,28 +241,56 @@ class _Fingerprint:
         self.text("code", code.co_name, str(code.co_argcount), str(code.co_flags))
         self.hash.update(code.co_code)
         self.text(*code.co_names, "|", *code.co_varnames, "|", *code.co_freevars)
+        self.names.update(code.co_names)
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
                 self.code(const)
             else:
+                if isinstance(const, str) and const.isidentifier():
+                    self.names.add(const)  # getattr(self, "name")
                 self.value(const)
 
-    def value(self, value: Any, *, name: str = "") -> None:
-        """A value the callable reads: immutable data by value, a callable by its code,
-        anything else (mutable containers, objects, modules) by its type or name only."""
+    def value(self, value: Any, *, name: str = "", where: str = "") -> None:
+        """A value the callable reads: immutable data (and enum members, compiled patterns)
+        by value, a callable by its code, a class by its name and the attributes the code
+        reads from it (when defined in the judge's module), an object of a class of the
+        judge's module by its attributes; anything else (lists, dicts, clients) by its type
+        only, noted in :attr:`loose`. ``where`` says where it was read, for the warning."""
         if name and _is_secret(name):
             self.text("secret", name)
         elif _immutable_data(value):
             self.text("data", name, _data_repr(value))
+        elif isinstance(value, enum.Enum):
+            self.text("enum", name, _name_of(type(value)), value.name)
+            self.value(value.value, name=f"{name}.value", where=where)
+        elif isinstance(value, re.Pattern):
+            self.text("pattern", name, repr(value.pattern), str(value.flags))
         elif isinstance(value, types.ModuleType):
             self.text("module", name, value.__name__)
         elif isinstance(value, type):
             self.text("class", name, _name_of(value))
+            if value.__module__ == self.root_module:
+                self.scope(value)
         elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
             self.text("callable", name)
             self.callable(value)
+        elif type(value).__module__ == "typing":
+            self.text("typing", name, repr(value))
+        elif type(value).__module__ == self.root_module and (
+            isinstance(getattr(value, "__dict__", None), dict) or _slot_names(type(value))
+        ):
+            self.text("object", name)
+            self.instance(value, where=where or name)
         else:
             self.text("object", name, _name_of(type(value)))
+            if isinstance(value, _INERT):
+                return
+            self.loose.append(f"{where or name or 'a constant'} ({_name_of(type(value))})")
+
+    def scope(self, cls: type) -> None:
+        """Let the names the code reads look up attributes of ``cls`` too."""
+        if cls not in self.classes:
+            self.classes.append(cls)
 
     def callable(self, fn: Any) -> None:
         if id(fn) in self.seen:
@@ -209,13 +301,18 @@ class _Fingerprint:
             self.text("partial")
             self.callable(fn.func)
             for i, arg in enumerate(fn.args):
-                self.value(arg, name=str(i))
+                self.value(arg, name=str(i), where=f"partial argument {i}")
             for key, arg in sorted(fn.keywords.items()):
-                self.value(arg, name=key)
+                self.value(arg, name=key, where=f"partial argument {key}")
         elif isinstance(fn, types.MethodType):
             self.text("method")
             self.callable(fn.__func__)
-            self.instance(fn.__self__)
+            owner = fn.__self__
+            if isinstance(owner, type):  # a classmethod: its class's attributes
+                self.text("cls", _name_of(owner))
+                self.scope(owner)
+            else:
+                self.instance(owner, where="self")
         elif isinstance(fn, types.FunctionType):
             self.function(fn)
         elif (
@@ -225,7 +322,7 @@ class _Fingerprint:
         ):
             self.text("instance")  # a callable object: its class's __call__ and its state
             self.callable(type(fn).__call__)
-            self.instance(fn)
+            self.instance(fn, where="self")
         else:
             self.text("named", _name_of(fn))  # a class, a builtin or C function: its name
 
@@ -235,32 +332,76 @@ class _Fingerprint:
         defaults = fn.__defaults__ or ()
         first = fn.__code__.co_argcount - len(defaults)
         for i, default in enumerate(defaults):
-            self.value(default, name=fn.__code__.co_varnames[first + i])
+            var = fn.__code__.co_varnames[first + i]
+            self.value(default, name=var, where=f"default {var}")
         for key, default in sorted((fn.__kwdefaults__ or {}).items()):
-            self.value(default, name=key)
+            self.value(default, name=key, where=f"default {key}")
         for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
             try:
                 contents = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
-            self.value(contents, name=var)
+            self.value(contents, name=var, where=f"closure variable {var}")
         # Module-level names the code reads: constants by value; functions of the same
         # module (the user's own helpers) by their code. Library functions by name only.
         for var in sorted(_code_names(fn.__code__)):
-            if var not in fn.__globals__:
-                continue
-            value = fn.__globals__[var]
-            if isinstance(value, types.FunctionType) and value.__module__ != self.root_module:
-                self.text("global", var, _name_of(value))
-            else:
-                self.value(value, name=var)
+            if var in fn.__globals__:
+                self.member(fn.__globals__[var], name=var, where=f"global {var}")
 
-    def instance(self, obj: Any) -> None:
+    def member(self, value: Any, *, name: str, where: str) -> None:
+        """A global or class attribute: a function of another module by name only."""
+        if isinstance(value, types.FunctionType) and value.__module__ != self.root_module:
+            self.text("global", name, _name_of(value))
+        else:
+            self.value(value, name=name, where=where)
+
+    def instance(self, obj: Any, *, where: str) -> None:
         self.text("self", _name_of(type(obj)))
+        if id(obj) in self.objects:
+            return
+        self.objects.add(id(obj))
+        self.scope(type(obj))
         state = getattr(obj, "__dict__", None)
         if isinstance(state, dict):
             for key, value in sorted(state.items(), key=lambda kv: str(kv[0])):
-                self.value(value, name=str(key))
+                self.value(value, name=str(key), where=f"{where}.{key}")
+        for slot in _slot_names(type(obj)):
+            value = getattr(obj, slot, _MISSING)
+            if value is not _MISSING:
+                self.value(value, name=slot, where=f"{where}.{slot}")
+
+    def class_attributes(self) -> None:
+        """Hash each attribute a hashed code names that a class in scope defines, until
+        hashing them (their code may name more) turns up nothing new."""
+        done: set[tuple[int, str]] = set()
+        found = True
+        while found:
+            found = False
+            for cls in list(self.classes):
+                for name in sorted(self.names):
+                    if (id(cls), name) in done or _is_dunder(name):
+                        continue
+                    done.add((id(cls), name))
+                    raw = _class_attribute(cls, name)
+                    if raw is _MISSING:
+                        continue
+                    found = True
+                    self.text("attribute", _name_of(cls), name)
+                    self.attribute(raw, name=name, where=f"{cls.__qualname__}.{name}")
+
+    def attribute(self, raw: Any, *, name: str, where: str) -> None:
+        if isinstance(raw, (staticmethod, classmethod)):
+            self.member(raw.__func__, name=name, where=where)
+        elif isinstance(raw, property):
+            for part in (raw.fget, raw.fset, raw.fdel):
+                if part is not None:
+                    self.member(part, name=name, where=where)
+        elif isinstance(raw, functools.cached_property):
+            self.member(raw.func, name=name, where=where)
+        elif isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+            self.text("slot", name)  # the instance's value is hashed with the instance
+        else:
+            self.member(raw, name=name, where=where)
 
 
 def function_fingerprint(fn: Callable[..., Any]) -> dict[str, str]:
@@ -269,14 +410,30 @@ def function_fingerprint(fn: Callable[..., Any]) -> dict[str, str]:
 
     ``function`` is ``module.qualname`` (``<lambda>`` for a lambda). ``code`` is the first
     16 hex digits of a SHA-256 over the bytecode and constants of the function (and of the
-    functions defined in it), its default arguments, and the values it captures (closure
-    cells), reads from its module (globals) or holds (a callable object's attributes, a
-    ``functools.partial``'s arguments, a bound method's instance), where immutable data
-    (numbers, strings, ``None``, tuples of them) counts by value, functions of the same
-    module by their code, and anything else (lists, dicts, clients, modules) by its type or
-    name only. Values under a secret-like name (``api_key``, ...) count by name only.
+    functions defined in it) and over the values it reads:
+
+    * its default arguments and the variables it captures (closure cells);
+    * the globals its code names;
+    * for a bound method or callable object, the instance's attributes; for a bound method,
+      classmethod or callable object, the attributes its code names (``self.x``,
+      ``cls.X``, ``getattr(self, "x")``) that its class or a base class defines; likewise
+      for a class of the function's own module that it reads (``Judge.THRESHOLD`` in a
+      staticmethod). Methods and properties reached so are hashed by their code, and the
+      names *their* code reads are looked up the same way.
+
+    Each value counts by value when it is immutable data (numbers, strings, bytes, ``None``,
+    tuples and frozensets of them, enum members, compiled regular expressions); a function
+    of the same module by its code (library functions by name); a class by its name; an
+    object of a class defined in the function's module by its attributes, as above.
+    Anything else (a list, a dict, an HTTP client) counts by its type only, so changing it
+    does not change the hash: :func:`function_fingerprint` then warns
+    (:class:`JudgeIdentityWarning`) naming each such value. Values under a secret-like name
+    (``api_key``, ...) count by name only, without a warning.
+
     The hash is the same in every process for the same code and values, and changes with
-    the Python version (the bytecode does).
+    the Python version (the bytecode does). Values are read when the fingerprint is taken
+    (once per judge run), so a function that changes what it reads (a call counter on
+    ``self``) gets a new fingerprint every run.
 
     >>> a = function_fingerprint(lambda m: '{"score": 1}')
     >>> b = function_fingerprint(lambda m: '{"score": 0}')
@@ -288,8 +445,22 @@ def function_fingerprint(fn: Callable[..., Any]) -> dict[str, str]:
         root = getattr(fn.func, "__module__", None)
     printer = _Fingerprint(root if isinstance(root, str) else None)
     printer.callable(fn)
+    printer.class_attributes()
     target = fn.func if isinstance(fn, functools.partial) else fn
     name = _name_of(target if inspect.isroutine(target) else type(target))
+    if printer.loose:
+        shown = ", ".join(printer.loose[:6])
+        more = f" and {len(printer.loose) - 6} more" if len(printer.loose) > 6 else ""
+        warnings.warn(
+            JudgeIdentityWarning(
+                f"the identity of FunctionJudge({name}) counts these values it reads by "
+                f"their type only: {shown}{more}. Changing them does not change the "
+                "identity, so the judge cache would serve the verdicts given before the "
+                "change. Give the judge a model= name (and settings=) that you change when "
+                "they change, or make them immutable (a tuple, a frozenset, a number, a string)."
+            ),
+            stacklevel=2,
+        )
     return {"function": name, "code": printer.hash.hexdigest()[:16]}
 
 
@@ -307,8 +478,12 @@ class FunctionJudge:
     identity that keys the cache, so the name is a promise: change it (or a setting) when
     the function starts giving other verdicts. Left at the default ``"function"``, the
     identity also carries :func:`function_fingerprint` (the function's qualified name and a
-    hash of its code and captured values), so two different functions never share cached
-    verdicts.
+    hash of its code and of the values it reads: defaults, closure variables, globals, and
+    for a method or callable object the instance's attributes and the class attributes it
+    reads), so two different functions never share cached verdicts, and changing such a
+    value (``THRESHOLD = 0.5`` to ``0.9``, on the module or on the class) asks the judge
+    again. Values that count by type only (lists, dicts, clients) raise a
+    :class:`JudgeIdentityWarning` naming them.
 
     >>> j = FunctionJudge(lambda msgs: '{"score": 1}', model="always-one")
     >>> asyncio.run(j.complete([Message("user", "hi")])).text
