@@ -68,6 +68,9 @@ TARGET_KB = 1.0
 N_DOCS = 10
 IDS = [f"q{i}" for i in range(200_000)]
 """Sample ids, made up front: a dataset's query ids exist whether or not anything captures."""
+ROWS = [{f"d{(i + j) % 50}": 1 + j % 2 for j in range(10)} for i in range(2_000)]
+"""Qrels rows (10 judged docs each), made up front like the ids: the memory measurement gives
+each run its relevance, as an evaluation does."""
 
 
 def paired(setups: dict[str, Setup], runs: int) -> dict[str, list[float]]:
@@ -283,7 +286,7 @@ def langchain(runs: int) -> dict[str, float]:
     @contextlib.contextmanager
     def scoped_fresh() -> Iterator[Callable[[int], Any]]:
         def run(i: int) -> Any:
-            with kb_handler.capture(id=ids[i]):
+            with kb_handler.capture(id=ids[i], relevance=ROWS[i % len(ROWS)]):
                 return chain.invoke("question")
 
         yield run
@@ -395,7 +398,12 @@ def llamaindex(runs: int) -> dict[str, float]:
     before = (list(root.event_handlers), list(root.span_handlers))
 
     def attached(
-        events: list[Any], spans: list[Any], *, scoped: Any = None, attach: bool = True
+        events: list[Any],
+        spans: list[Any],
+        *,
+        scoped: Any = None,
+        attach: bool = True,
+        judged: bool = False,
     ) -> Setup:
         @contextlib.contextmanager
         def setup() -> Iterator[Callable[[int], Any]]:
@@ -407,7 +415,8 @@ def llamaindex(runs: int) -> dict[str, float]:
                 if scoped is not None:
 
                     def run(i: int) -> Any:
-                        with scoped.capture(id=IDS[i]):
+                        rel = ROWS[i % len(ROWS)] if judged else None
+                        with scoped.capture(id=IDS[i], relevance=rel):
                             return engine.query(qs[i % len(qs)])
 
                 else:
@@ -478,7 +487,9 @@ def llamaindex(runs: int) -> dict[str, float]:
 
     kb_handler = RagmeterEventHandler()
     noop_kb = retained_kb(attached([NoopEvents()], [NoopSpans()]), n=1000)
-    stored, after_read = kept_kb(attached([], [], scoped=kb_handler), kb_handler, n=1000)
+    stored, after_read = kept_kb(
+        attached([], [], scoped=kb_handler, judged=True), kb_handler, n=1000
+    )
     kb, kb_read = stored - noop_kb, after_read - noop_kb
     kb_simple = retained_kb(attached([], [SimpleSpanHandler()]), n=1000) - retained_kb(
         attached([], []), n=1000
@@ -563,7 +574,9 @@ def haystack(runs: int) -> dict[str, float]:
         def current_span(self) -> Any:
             return None
 
-    def traced(tracer: Any, *, scoped: Any = None, attach: bool = True) -> Setup:
+    def traced(
+        tracer: Any, *, scoped: Any = None, attach: bool = True, judged: bool = False
+    ) -> Setup:
         @contextlib.contextmanager
         def setup() -> Iterator[Callable[[int], Any]]:
             if tracer is None:
@@ -578,7 +591,8 @@ def haystack(runs: int) -> dict[str, float]:
                 if scoped is not None:
 
                     def run(i: int) -> Any:
-                        with scoped.capture(id=IDS[i]):
+                        rel = ROWS[i % len(ROWS)] if judged else None
+                        with scoped.capture(id=IDS[i], relevance=rel):
                             return pipe.run(data(i))
 
                 else:
@@ -656,12 +670,14 @@ def haystack(runs: int) -> dict[str, float]:
     own = best_of(lambda: replay(RagmeterTracer)) - best_of(lambda: replay(NoopTracer))
     read = min(r for r in READ if r is not None)
 
-    kb_noop = retained_kb(traced(NoopTracer()))
     kb_owner = RagmeterTracer()
-    stored, after_read = kept_kb(traced(kb_owner, scoped=kb_owner), kb_owner)
+    stored, after_read = kept_kb(traced(kb_owner, scoped=kb_owner, judged=True), kb_owner)
+    kb_noop = min(retained_kb(traced(NoopTracer())) for _ in range(2))  # the 2nd, warm
     kb_tracer, kb_read = stored - kb_noop, after_read - kb_noop
     kb_rec = RagmeterRecorder(pipe, generator="llm")
-    kb_recorder = kept_kb(_recorder_setup(kb_rec, data), kb_rec)[1] - retained_kb(traced(None))
+    kb_recorder = kept_kb(_recorder_setup(kb_rec, data), kb_rec)[1] - min(
+        retained_kb(traced(None)) for _ in range(2)
+    )
     report(
         f"Haystack (BM25 top-{N_DOCS} -> ChatPromptBuilder -> fake chat generator), "
         f"{runs} runs per setup",
@@ -688,7 +704,7 @@ def haystack(runs: int) -> dict[str, float]:
 def _recorder_setup(recorder: Any, data: Callable[[int], Any]) -> Setup:
     @contextlib.contextmanager
     def setup() -> Iterator[Callable[[int], Any]]:
-        yield lambda i: recorder.run(data(i), sample_id=IDS[i])
+        yield lambda i: recorder.run(data(i), sample_id=IDS[i], relevance=ROWS[i % len(ROWS)])
 
     return setup
 

@@ -359,7 +359,6 @@ class RunRecord:
         if extra:
             metadata["run_metadata"] = extra
         fields: dict[str, Any] = {
-            "id": self._id(),
             "user_input": self.user_input,
             "response": self.response,
             "retrieved_ids": ids,
@@ -391,6 +390,8 @@ class RunRecord:
         fields.update(self.explicit_fields())
         if self.sample_id is not None:
             fields["id"] = self.sample_id
+        if fields.get("id") is None:  # nothing named the sample: the framework's id, or ours
+            fields["id"] = self._id()
         noted = len(errors)
         sample = validated_sample(fields, errors)
         if len(errors) > noted:  # a value did not validate and was left out

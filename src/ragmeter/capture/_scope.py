@@ -95,15 +95,17 @@ class Scope:
         self.relevance = relevance
         self.metadata = metadata
         self.batch: dict[str, list[str]] | None = None  # question -> query ids, in order
+        self.qrels = qrels
+        self.answers = answers
+        # a batch scope's bookkeeping (a plain scope allocates none: one is made per query)
+        self._claimed: set[str] | None = None
+        self._members: dict[str, Scope] | None = None
+        self._lock: threading.Lock | None = None
         if batch is not None:
             self.batch = {}
             for qid, text in batch.items():
                 self.batch.setdefault(text, []).append(qid)
-        self.qrels = qrels
-        self.answers = answers
-        self._claimed: set[str] = set()
-        self._members: dict[str, Scope] = {}
-        self._lock = threading.Lock()
+            self._claimed, self._members, self._lock = set(), {}, threading.Lock()
         self._records: list[tuple[SampleStore, RagSample | RunRecord]] | None = (
             [] if collect else None
         )
@@ -142,16 +144,19 @@ class Scope:
         batch with that text not yet claimed (each query id is given once, in the batch's
         order), with its qrels row and answer. ``None`` when no unclaimed query has that
         text (the run keeps the batch scope: no id)."""
-        if self.batch is None or question is None:
+        lock, claimed, members = self._lock, self._claimed, self._members
+        if self.batch is None or question is None or lock is None:
             return None
-        with self._lock:
+        if claimed is None or members is None:
+            return None
+        with lock:
             for qid in self.batch.get(question, ()):
-                if qid not in self._claimed:
-                    self._claimed.add(qid)
+                if qid not in claimed:
+                    claimed.add(qid)
                     break
             else:
                 return None
-            member = self._members.get(qid)
+            member = members.get(qid)
             if member is None:
                 row = None if self.qrels is None else self.qrels.get(qid)
                 answer = None if self.answers is None else self.answers.get(qid)
@@ -163,7 +168,7 @@ class Scope:
                 )
                 member._owner = self._owner
                 member._records = self._records
-                self._members[qid] = member
+                members[qid] = member
         return member
 
     def records(self, store: SampleStore | None = None) -> list[RagSample | RunRecord]:
@@ -300,10 +305,20 @@ def capture(
         None if id is None else str(id),
         reference=checked.reference,
         references=checked.references,
-        reference_ids=checked.reference_ids,
-        relevance=checked.relevance,
+        reference_ids=_kept(reference_ids, checked.reference_ids),
+        relevance=_kept(relevance, checked.relevance),
         metadata=metadata,
     )
+
+
+def _kept(given: Any, checked: Any) -> Any:
+    """The caller's own object when it is what validation made of it (a run record then
+    holds a reference to the dataset's qrels row, not a copy per run), else the copy."""
+    if type(given) is type(checked) and given == checked:
+        if type(given) is dict and not all(type(k) is str for k in given):
+            return checked
+        return given
+    return checked
 
 
 def _batch_scope(

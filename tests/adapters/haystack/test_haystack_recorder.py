@@ -447,3 +447,16 @@ def test_pipeline_retriever_errors(rag: Pipeline) -> None:
     retrieve = pipeline_retriever(rag, "retriever", ["query", "prompt_builder.question"])
     with pytest.raises(ValueError, match="limit must be an int >= 1"):
         retrieve("flutter", limit=0)
+
+
+def test_a_calls_own_ground_truth_wins_over_the_recorders_scope(
+    rag: Pipeline, rag_input: Any, cranfield: Any
+) -> None:
+    _, queries, _ = cranfield
+    recorder = RagmeterRecorder(rag)
+    with recorder.capture(id="scope", relevance={"A": 1}, reference="from scope"):
+        recorder.run(rag_input(queries["1"]), sample_id="call", relevance={"B": 1})
+        recorder.run(rag_input(queries["2"]))
+    given, scoped = recorder.samples
+    assert (given.id, given.relevance, given.reference) == ("call", {"B": 1.0}, "from scope")
+    assert (scoped.id, scoped.relevance) == ("scope", {"A": 1.0})

@@ -205,6 +205,22 @@ class DocIdRule:
         texts: list[str] = []
         missing = 0
         error: BaseException | None = None
+        if mode == "default" or mode == "id":  # the hot path: Document.id, else metadata
+            for doc in documents:
+                text = getattr(doc, "page_content", None)
+                if type(text) is not str:
+                    text = str(doc) if text is None else str(text)
+                texts.append(text)
+                found: Any = getattr(doc, "id", None)
+                if (found is None or found == "") and key is not None:
+                    meta = getattr(doc, "metadata", None)
+                    if type(meta) is dict or isinstance(meta, Mapping):
+                        found = meta.get(key)
+                if found is None or found == "":
+                    ids.append(None)
+                else:
+                    ids.append(found if type(found) is str else str(found))
+            return ids, texts, missing, error
         for doc in documents:
             text = getattr(doc, "page_content", None)
             if type(text) is not str:

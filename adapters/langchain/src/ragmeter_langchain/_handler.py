@@ -351,19 +351,23 @@ class RagmeterCallbackHandler(DatasetFront, BaseCallbackHandler):
 
     def on_chain_end(self, outputs: dict[str, Any] | Any, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain ended; a stage marker's documents become a stage, a root chain a sample."""
-        try:
-            self._runs.stage_end(run_id, outputs)
-        except Exception as exc:
-            self._runs.failed("on_chain_end", run_id, exc)
-        self._runs.finish(run_id, output=outputs, kwargs=kwargs)
+        runs = self._runs
+        if run_id.int in runs.tokens:  # a stage marker (most chains are not: one dict lookup)
+            try:
+                runs.stage_end(run_id, outputs)
+            except Exception as exc:
+                runs.failed("on_chain_end", run_id, exc)
+        runs.finish(run_id, output=outputs, kwargs=kwargs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain raised; a root chain becomes a sample with ``error`` set."""
-        try:
-            self._runs.retriever_error(run_id, error)
-        except Exception as exc:
-            self._runs.failed("on_chain_error", run_id, exc)
-        self._runs.finish(run_id, error=error, kwargs=kwargs)
+        runs = self._runs
+        if run_id.int in runs.tokens:  # a stage marker raised
+            try:
+                runs.retriever_error(run_id, error)
+            except Exception as exc:
+                runs.failed("on_chain_error", run_id, exc)
+        runs.finish(run_id, error=error, kwargs=kwargs)
 
     def on_retriever_start(
         self,
