@@ -18,7 +18,7 @@ from ragmeter.capture._ids import (
     validated_sample,
 )
 from ragmeter.capture._rules import ProblemLog, Record, Retrieval
-from ragmeter.capture._scope import Scope, scope_for
+from ragmeter.capture._scope import Scope, Truth, scope_for
 from ragmeter.capture._stages import (
     StageRecord,
     infer_context,
@@ -126,7 +126,9 @@ class RunRecord:
         self.sample_id = sample_id
         found = scope_for(config.owner) if scope is False else scope
         self.own = found is not None and found._owner is not None
-        self.scope: Scope | str | None = _compact(found)
+        # the whole scope until the store takes the record (a batch claims its id then, a
+        # dataset scope collects it); then what a finished run needs of it (settle())
+        self.scope: Truth | str | None = found
         self.start = time.perf_counter()
         self.end: float | None = None
         self._stages: StageRecord | tuple[StageRecord, ...] | None = None  # one: no tuple
@@ -150,7 +152,7 @@ class RunRecord:
         if meta is not None and meta.get(ID_KEY) is not None:
             return True
         scope = self.scope
-        return scope is not None and (isinstance(scope, str) or scope.tagged)
+        return scope is not None and (type(scope) is str or scope.tagged)  # type: ignore[union-attr]
 
     @property
     def wanted(self) -> bool:
@@ -212,6 +214,13 @@ class RunRecord:
                     f"batch: the question {self.user_input!r:.80} is not one of the batch's "
                     "queries not yet run, so the sample has no id from it"
                 )
+
+    def settle(self) -> None:
+        """Keep only what a finished run needs of its scope (its id and ground truth): the
+        store calls it once the record is taken, so a stored record holds no open scope."""
+        scope = self.scope
+        if isinstance(scope, Truth):
+            self.scope = scope.settled()
 
     # -- hooks for adapters ---------------------------------------------------------------
 
@@ -349,7 +358,7 @@ class RunRecord:
         metadata.update(self.framework_metadata())
         scope = self.scope
         given = self.meta
-        if isinstance(scope, Scope) and scope.metadata:
+        if isinstance(scope, Truth) and scope.metadata:
             given = (
                 {**(given or {}), **scope.metadata}
                 if self.own
@@ -377,7 +386,7 @@ class RunRecord:
             fields["retrieved_contexts"] = [text for _, text in dict.fromkeys(shown)]
         self.framework_fields(fields, chosen, pairs)
         scoped: dict[str, Any] = {}
-        if isinstance(scope, Scope):
+        if isinstance(scope, Truth):
             scoped = scope.fields()
         elif scope is not None:
             scoped = {"id": scope}
@@ -397,23 +406,3 @@ class RunRecord:
         if len(errors) > noted:  # a value did not validate and was left out
             config.problems("sample", errors[-1])
         return sample
-
-
-def _compact(scope: Scope | None) -> Scope | str | None:
-    """What a record keeps of its scope: the id alone when that is all the scope gives (a str
-    costs nothing more: the caller's id), else the scope."""
-    if (
-        scope is None
-        or scope._records is not None
-        or scope.metadata is not None
-        or scope.batch is not None
-    ):
-        return scope
-    if (
-        scope.reference is None
-        and scope.references is None
-        and scope.reference_ids is None
-        and scope.relevance is None
-    ):
-        return scope.id
-    return scope

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ragmeter.capture._record import RunRecord
     from ragmeter.capture._store import SampleStore
 
-__all__ = ["SCOPE", "Scope", "capture", "current_scope", "propagate", "scope_for"]
+__all__ = ["SCOPE", "Scope", "Truth", "capture", "current_scope", "propagate", "scope_for"]
 
 _Frame = tuple["Scope", "_Frame | None"]
 """An open scope and the frame that was open when it was entered (a linked stack)."""
@@ -36,7 +36,77 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Scope:
+class Truth:
+    """The sample id and ground truth a scope gives its runs, without the open scope's
+    state: what a finished run keeps of its scope (6 references, where a :class:`Scope`
+    holds 16). ``batch`` is always ``None`` here."""
+
+    __slots__ = ("id", "metadata", "reference", "reference_ids", "references", "relevance")
+
+    batch: dict[str, list[str]] | None = None
+
+    def __init__(
+        self,
+        id: str | None = None,
+        *,
+        reference: str | None = None,
+        references: list[str] | None = None,
+        reference_ids: list[str] | None = None,
+        relevance: Mapping[str, float] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.id = id
+        self.reference = reference
+        self.references = references
+        self.reference_ids = reference_ids
+        self.relevance = relevance
+        self.metadata = metadata
+
+    @property
+    def tagged(self) -> bool:
+        """Whether the scope gives its runs a sample id."""
+        return (
+            self.id is not None
+            or self.batch is not None
+            or bool(self.metadata and self.metadata.get(ID_KEY))
+        )
+
+    def fields(self) -> dict[str, Any]:
+        """The RagSample fields the scope sets: its ``metadata``'s ``ragmeter_*`` keys, then
+        the explicit arguments (which win)."""
+        out = fields_from_metadata(self.metadata)
+        if self.id is not None:
+            out["id"] = str(self.id)
+        for name in _TRUTH:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def settled(self) -> Truth | str | None:
+        """What a finished run keeps: the id alone when that is all there is (a str costs
+        nothing more: the caller's id), else the id and ground truth."""
+        if (
+            self.metadata is None
+            and self.reference is None
+            and self.references is None
+            and self.reference_ids is None
+            and self.relevance is None
+        ):
+            return self.id
+        if type(self) is Truth:
+            return self
+        return Truth(
+            self.id,
+            reference=self.reference,
+            references=self.references,
+            reference_ids=self.reference_ids,
+            relevance=self.relevance,
+            metadata=self.metadata,
+        )
+
+
+class Scope(Truth):
     """The sample id and ground truth of the runs started inside one ``with`` block.
 
     Made by :func:`capture` (or an adapter's ``.capture(...)``, which makes the adapter its
@@ -65,13 +135,7 @@ class Scope:
         "_token",
         "answers",
         "batch",
-        "id",
-        "metadata",
         "qrels",
-        "reference",
-        "reference_ids",
-        "references",
-        "relevance",
     )
 
     def __init__(
@@ -88,12 +152,14 @@ class Scope:
         qrels: Mapping[str, Mapping[str, float]] | None = None,
         answers: Mapping[str, str] | None = None,
     ) -> None:
-        self.id = id
-        self.reference = reference
-        self.references = references
-        self.reference_ids = reference_ids
-        self.relevance = relevance
-        self.metadata = metadata
+        super().__init__(
+            id,
+            reference=reference,
+            references=references,
+            reference_ids=reference_ids,
+            relevance=relevance,
+            metadata=metadata,
+        )
         self.batch: dict[str, list[str]] | None = None  # question -> query ids, in order
         self.qrels = qrels
         self.answers = answers
@@ -117,27 +183,6 @@ class Scope:
     def owner(self) -> StoreFront | None:
         """The observer the scope belongs to (``None``: every observer)."""
         return self._owner
-
-    @property
-    def tagged(self) -> bool:
-        """Whether the scope gives its runs a sample id."""
-        return (
-            self.id is not None
-            or self.batch is not None
-            or bool(self.metadata and self.metadata.get(ID_KEY))
-        )
-
-    def fields(self) -> dict[str, Any]:
-        """The RagSample fields the scope sets: its ``metadata``'s ``ragmeter_*`` keys, then
-        the explicit arguments (which win)."""
-        out = fields_from_metadata(self.metadata)
-        if self.id is not None:
-            out["id"] = str(self.id)
-        for name in _TRUTH:
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
 
     def member_for(self, question: str | None) -> Scope | None:
         """A batch scope's scope for the run that asked ``question``: the next query of the
@@ -266,9 +311,13 @@ def capture(
     twice takes the next id with that text. Every value is checked here: a bad one raises
     :class:`~ragmeter.errors.InvalidInputError` naming it, before anything runs.
 
-    >>> with capture(id="q1", relevance={"d1": 2}) as scope:
-    ...     current_scope() is scope, scope.fields()
-    (True, {'id': 'q1', 'relevance': {'d1': 2.0}})
+    The scope keeps your ``relevance`` mapping itself (checked, not copied), so a dataset's
+    qrels rows are not copied once per run.
+
+    >>> row = {"d1": 2}
+    >>> with capture(id="q1", relevance=row) as scope:
+    ...     current_scope() is scope, scope.fields(), scope.relevance is row
+    (True, {'id': 'q1', 'relevance': {'d1': 2}}, True)
     >>> current_scope() is None
     True
     >>> capture(id=1.5)

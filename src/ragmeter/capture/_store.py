@@ -140,6 +140,8 @@ class SampleStore:
                     self._start = 0
         if isinstance(scope, Scope) and scope._records is not None:
             scope._records.append((self, sample))
+        if isinstance(sample, RunRecord):
+            sample.settle()
 
     def extend(self, samples: Iterable[RagSample | RunRecord]) -> None:
         """Store several samples."""
