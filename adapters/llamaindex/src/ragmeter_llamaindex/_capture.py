@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
+from sys import intern
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -405,7 +406,9 @@ class Capture:
             node_id = node.id_
             node_ids.append(node_id)
             text = getattr(node, "text", None)
-            texts.append(text if type(text) is str else str(node.get_content()))
+            # interned: a retriever that hands out copies of its nodes (BM25Retriever) would
+            # otherwise keep a copy of each text per query; the same text is kept once
+            texts.append(intern(text) if type(text) is str else str(node.get_content()))
             scores.append(scored.score)
             if rule == "node_id":
                 ids.append(node_id)
