@@ -12,7 +12,7 @@ out. The adapter's end-to-end cost is the slope with ragmeter attached (each que
 converted to µs at the pipeline's own rate (instructions per µs of the do-nothing setup,
 timed natively in the same script).
 
-    python benchmarks/bench_capture_instructions.py            # ~20 minutes (valgrind)
+    python benchmarks/bench_capture_instructions.py            # ~12 minutes (valgrind)
     python benchmarks/bench_capture_instructions.py --only langchain
 """
 
