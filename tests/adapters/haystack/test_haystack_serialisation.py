@@ -121,11 +121,20 @@ print(sorted(Pipeline.loads(text).to_dict()["components"]))
     ]
 
 
-@pytest.mark.skipif(
-    HAS_ALLOWLIST, reason="process-wide on Haystack 3: tested in a subprocess above"
-)
-def test_allow_deserialization_is_a_no_op_on_haystack_2() -> None:
+def test_allow_deserialization_is_a_no_op_without_an_allowlist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Haystack 2 has no allowlist (CI installs Haystack 3, so its absence is simulated:
+    without ``allow_deserialization_module`` the call must do nothing and raise nothing)."""
+    import haystack.core.serialization as serialization
     import ragmeter_haystack
 
+    calls: list[str] = []
+    if hasattr(serialization, "allow_deserialization_module"):
+        monkeypatch.delattr(serialization, "allow_deserialization_module")
+    ragmeter_haystack.allow_deserialization()  # Haystack 2: nothing to do, nothing raised
+    # and with the allowlist present, it is called with the package's name
+    monkeypatch.setattr(serialization, "allow_deserialization_module", calls.append, raising=False)
     ragmeter_haystack.allow_deserialization()
+    assert calls == ["ragmeter_haystack"]
     assert _loads(_eval_pipeline().dumps()).to_dict() == _eval_pipeline().to_dict()
