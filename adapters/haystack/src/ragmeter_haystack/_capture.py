@@ -107,8 +107,8 @@ class Rules:
         """The stage a component span is, or ``None`` (it has no ``documents`` output)."""
         if not _mapping(outputs) or self.documents_output not in outputs:
             return None
-        socket = inputs.get(self.documents_output) if _mapping(inputs) else None
-        if _mapping(socket):
+        socket: Any = inputs.get(self.documents_output) if _mapping(inputs) else None
+        if socket is not None and _mapping(socket):
             senders = tuple(str(s) for s in socket.get("senders") or ())
             kind = "fusion" if len(senders) > 1 or "Joiner" in type_name else "reranker"
             return StageRecord(name, None, depth, kind=kind, inputs=senders or None)

@@ -226,7 +226,7 @@ class DocIdRule:
             if type(text) is not str:
                 text = str(doc) if text is None else str(text)
             texts.append(text)
-            found: Any = None
+            found = None
             if mode == "function":
                 try:
                     found = self.fn(doc)  # type: ignore[misc]

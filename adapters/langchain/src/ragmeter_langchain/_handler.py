@@ -121,7 +121,7 @@ def _joined(current: BaseCallbackHandler | None, handler: RagmeterCallbackHandle
     members = current.members if isinstance(current, _Fanout) else (current,)
     if any(m is handler for m in members):
         return current
-    return _Fanout((*members, handler))  # type: ignore[arg-type]
+    return _Fanout((*members, handler))
 
 
 def doc_id_hint(rule: DocIdRule) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from langchain_core.runnables import RunnableBinding, RunnableLambda
 
@@ -32,7 +32,8 @@ def _check(name: object, kind: object) -> tuple[str, str]:
 
 def _marked(fn: Callable[..., Any], name: str, kind: str) -> RunnableBinding[Any, Any]:
     runnable = RunnableLambda(fn, name=name)
-    return runnable.with_config(run_name=name, metadata={STAGE_KEY: name, _KIND_KEY: kind})
+    marked = runnable.with_config(run_name=name, metadata={STAGE_KEY: name, _KIND_KEY: kind})
+    return cast("RunnableBinding[Any, Any]", marked)  # what with_config returns
 
 
 class StageMarker(RunnableBinding[Any, Any]):

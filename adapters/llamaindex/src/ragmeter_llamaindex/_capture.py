@@ -33,6 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
 from sys import intern
+from types import FrameType
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -565,7 +566,7 @@ def _internal_query() -> bool:
     """Whether the query starting now is LlamaIndex's own: asked by an evaluator (a
     ``BaseEvaluator`` queries an index of the contexts) or by a tool (a ``BaseTool`` called
     by an agent), found on the call stack (a few microseconds, once per top-level query)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     names = _OWN_CALLERS
     for _ in range(_STACK_DEPTH):
         if frame is None:
