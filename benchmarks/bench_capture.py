@@ -54,6 +54,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
@@ -73,23 +74,48 @@ ROWS = [{f"d{(i + j) % 50}": 1 + j % 2 for j in range(10)} for i in range(2_000)
 each run its relevance, as an evaluation does."""
 
 
+BLOCK = 1
+"""Runs per setup in a row (``--block``): 1 interleaves run by run; more runs each setup for a
+block of that many runs after 3 untimed ones, the setups rotating from block to block."""
+
+
 def paired(setups: dict[str, Setup], runs: int) -> dict[str, list[float]]:
-    """Seconds of each run under each setup. Every run goes through all setups back to back
-    (the order rotating from run to run), so each difference compares runs microseconds
-    apart; entering a setup (attaching its handler) is not timed; the first tenth of the
-    runs warms up and is not kept."""
+    """Seconds of each run under each setup, the k-th run of every setup on the same query.
+
+    With ``BLOCK == 1`` every run goes through all setups back to back (the order rotating
+    from run to run), so each difference compares runs microseconds apart; the first tenth
+    of the runs warms up and is not kept. With ``BLOCK > 1`` each setup runs a block of
+    ``BLOCK`` timed runs after 3 untimed ones (the code just switched to is warm again), the
+    order rotating from block to block; the first round warms up. Entering a setup
+    (attaching its handler) is never timed."""
     names = list(setups)
     times: dict[str, list[float]] = {n: [] for n in names}
-    warm = max(10, runs // 10)
-    for i in range(warm + runs):
-        order = names[i % len(names) :] + names[: i % len(names)]
+    if BLOCK <= 1:
+        warm = max(10, runs // 10)
+        for i in range(warm + runs):
+            order = names[i % len(names) :] + names[: i % len(names)]
+            for name in order:
+                with setups[name]() as run:
+                    start = time.process_time()
+                    run(i)
+                    took = time.process_time() - start
+                if i >= warm:
+                    times[name].append(took)
+        return times
+    settle = 3
+    for r in range(1 + max(1, runs // BLOCK)):
+        base = r * (BLOCK + settle)
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             with setups[name]() as run:
-                start = time.process_time()
-                run(i)
-                took = time.process_time() - start
-            if i >= warm:
-                times[name].append(took)
+                for w in range(settle):
+                    run(base + w)
+                for k in range(BLOCK):
+                    start = time.process_time()
+                    run(base + settle + k)
+                    took = time.process_time() - start
+                    if r > 0:
+                        times[name].append(took)
     return times
 
 
@@ -574,6 +600,37 @@ def haystack(runs: int) -> dict[str, float]:
         def current_span(self) -> Any:
             return None
 
+    current: ContextVar[Any] = ContextVar("bench_span", default=None)
+
+    class ReferenceSpan(NullSpan):
+        """Keeps a reference to what it is given and nothing else: the least a tracer that
+        reads the pipeline can do."""
+
+        def __init__(self, log: list[Any]) -> None:
+            self.log = log
+            self.token: Any = None
+
+        def set_content_tag(self, key: str, value: Any) -> None:
+            self.log.append((key, value))
+
+        def __enter__(self) -> "ReferenceSpan":
+            self.token = current.set(self)
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            current.reset(self.token)
+            self.log.append(None)
+
+    class ReferenceTracer(Tracer):
+        def trace(self, operation_name: str, tags: Any = None, parent_span: Any = None) -> Any:
+            parent = current.get()
+            log = parent.log if parent is not None else []
+            log.append((operation_name, tags))
+            return ReferenceSpan(log)
+
+        def current_span(self) -> Any:
+            return current.get()
+
     def traced(
         tracer: Any, *, scoped: Any = None, attach: bool = True, judged: bool = False
     ) -> Setup:
@@ -623,6 +680,7 @@ def haystack(runs: int) -> dict[str, float]:
         "ragmeter (scope only)": traced(tracer, scoped=tracer, attach=False),
         "ragmeter recorder": recorded,
         "LoggingTracer": traced(LoggingTracer()),
+        "references only": traced(ReferenceTracer()),
     }
     times = paired(setups, runs)
 
@@ -720,7 +778,15 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=600)
     parser.add_argument("--only", choices=sorted(FRAMEWORKS), action="append")
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=1,
+        help="runs per setup in a row (1: interleave run by run; 20: blocks of 20 runs)",
+    )
     args = parser.parse_args(argv)
+    global BLOCK
+    BLOCK = args.block
     out: dict[str, dict[str, float]] = {}
     for name in args.only or list(FRAMEWORKS):
         out[name] = FRAMEWORKS[name](args.runs)
