@@ -23,6 +23,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -253,7 +254,7 @@ class JudgeCache:
             else:
                 conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
                 try:
-                    conn.execute("PRAGMA journal_mode=WAL")
+                    _wal(conn)
                 except sqlite3.Error:
                     conn.close()
                     raise
@@ -311,3 +312,20 @@ class JudgeCache:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _wal(conn: sqlite3.Connection, wait: float = 30.0) -> None:
+    """Switch ``conn``'s database to WAL mode. Two processes opening a new cache at once
+    (two Dask workers) may both try; SQLite answers the loser "database is locked" at once,
+    without its busy timeout, so wait and try again (up to ``wait`` seconds)."""
+    deadline = time.monotonic() + wait
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
