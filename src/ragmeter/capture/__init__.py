@@ -90,7 +90,6 @@ from ragmeter.capture._dataset import (
     load_dataset,
     prepare_dataset,
 )
-from ragmeter.capture._deferred import BACKLOG_SIZE, Backlog, now, replaying, thread_now
 from ragmeter.capture._front import Attachment, DatasetFront, StoreFront
 from ragmeter.capture._ids import (
     ID_KEY,
@@ -137,7 +136,6 @@ from ragmeter.capture._store import SampleStore, SampleView
 from ragmeter.schema import sample_keys
 
 __all__ = [
-    "BACKLOG_SIZE",
     "FAILED_QUERIES",
     "ID_KEY",
     "METADATA_FIELDS",
@@ -145,7 +143,6 @@ __all__ = [
     "RECORD",
     "RETRIEVAL",
     "Attachment",
-    "Backlog",
     "CallLike",
     "CallRecord",
     "CaptureConfig",
@@ -181,11 +178,9 @@ __all__ = [
     "infer_context",
     "jsonable",
     "load_dataset",
-    "now",
     "prepare_dataset",
     "propagate",
     "ranking",
-    "replaying",
     "run_metadata",
     "sample_id_problem",
     "sample_keys",
@@ -193,7 +188,6 @@ __all__ = [
     "select_calls",
     "stage_list",
     "stage_names",
-    "thread_now",
     "validated_sample",
 ]
 

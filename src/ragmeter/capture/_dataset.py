@@ -218,30 +218,28 @@ def run_items(
 
     failed: dict[str, str] = {}
 
-    def one(item: DatasetItem) -> Scope:
+    def one(item: DatasetItem) -> list[RagSample | RunRecord]:
         with _scope_of(item) as scope:
             try:
                 call(item.query)
             except Exception as exc:  # one failing query does not stop the dataset
                 failed[item.id] = describe(exc)
-        return scope
+        return scope.records(store)
 
     with _Progress(progress, len(items), description) as bar:
         if workers == 1:
-            scopes = []
+            results = []
             for item in items:
-                scopes.append(one(item))
+                results.append(one(item))
                 bar.advance()
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragmeter") as pool:
-                futures = []
-                for item in items:  # each query runs in a copy of the caller's context
-                    future = pool.submit(contextvars.copy_context().run, one, item)
-                    future.add_done_callback(lambda _: bar.advance())
-                    futures.append(future)
-                scopes = [f.result() for f in futures]
-    store.settle()  # deferred runs become records (and join their scopes) now
-    return [scope.records(store) for scope in scopes], failed
+            return results, failed
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragmeter") as pool:
+            futures = []
+            for item in items:  # each query runs in a copy of the caller's context
+                future = pool.submit(contextvars.copy_context().run, one, item)
+                future.add_done_callback(lambda _: bar.advance())
+                futures.append(future)
+            return [f.result() for f in futures], failed
 
 
 async def arun_items(
@@ -259,7 +257,7 @@ async def arun_items(
 
     with _Progress(progress, len(items), description) as bar:
 
-        async def one(item: DatasetItem) -> Scope:
+        async def one(item: DatasetItem) -> list[RagSample | RunRecord]:
             async with gate:
                 with _scope_of(item) as scope:
                     try:
@@ -267,11 +265,10 @@ async def arun_items(
                     except Exception as exc:
                         failed[item.id] = describe(exc)
                 bar.advance()
-            return scope
+            return scope.records(store)
 
-        scopes = list(await asyncio.gather(*(one(item) for item in items)))
-    store.settle()
-    return [scope.records(store) for scope in scopes], failed
+        results = list(await asyncio.gather(*(one(item) for item in items)))
+    return results, failed
 
 
 @dataclass

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ragmeter.capture._deferred import now
 from ragmeter.capture._ids import (
     ID_KEY,
     describe,
@@ -129,7 +129,7 @@ class RunRecord:
         # the whole scope until the store takes the record (a batch claims its id then, a
         # dataset scope collects it); then what a finished run needs of it (settle())
         self.scope: Truth | str | None = found
-        self.start = now()
+        self.start = time.perf_counter()
         self.end: float | None = None
         self._stages: StageRecord | tuple[StageRecord, ...] | None = None  # one: no tuple
         self.context: StageRecord | None = None
@@ -197,7 +197,7 @@ class RunRecord:
 
     def finish(self, error: BaseException | str | None = None) -> None:
         """The run ended (``error``: it raised)."""
-        self.end = now()
+        self.end = time.perf_counter()
         if error is not None:
             self.error = error if isinstance(error, str) else describe(error)
 

@@ -13,10 +13,11 @@ depends on thread timing).
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ragmeter.capture._deferred import now, thread_now
 from ragmeter.capture._ids import content_doc_id, describe
 from ragmeter.capture._rules import Retrieval
 from ragmeter.schema import CONTEXT
@@ -133,8 +134,8 @@ class StageRecord:
         self.kind = kind
         self.parent = parent
         self.inputs = inputs
-        self.start = now()
-        ident = thread_now()
+        self.start = time.perf_counter()
+        ident = threading.get_ident()
         self.thread = _THREADS.get(ident) or _thread_ident(ident)  # one int object per thread
         self.end: float | None = None
         self._ids: tuple[str | None, ...] | None = None
@@ -159,12 +160,12 @@ class StageRecord:
         self.texts = tuple(texts)
         self._unhashed = (None in self._ids) if unhashed is None else unhashed
         self.extra = extra
-        self.end = now()
+        self.end = time.perf_counter()
 
     def failed(self, error: BaseException | str) -> None:
         """The step raised (its ranking stays ``None``)."""
         self.error = error if isinstance(error, str) else describe(error)
-        self.end = now()
+        self.end = time.perf_counter()
 
     @property
     def finished(self) -> bool:

@@ -8,7 +8,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ragmeter.capture._deferred import Backlog
 from ragmeter.capture._record import NO_CONTEXT, RunRecord
 from ragmeter.capture._rules import (
     FailedQueries,
@@ -94,9 +93,7 @@ class SampleStore:
     released in batches, so at most twice ``max_samples`` are held). ``hints`` is how
     the adapter's users fix id problems; the warnings of :meth:`evaluate_retrieval` quote
     it. Reading :attr:`samples` copies nothing; :meth:`drain` takes and removes every
-    stored sample in one step, so a sample added meanwhile is never lost. An adapter that
-    defers its capture (:mod:`ragmeter.capture._deferred`) sets :attr:`backlog`: every read
-    (:meth:`settle`) first makes the records still waiting there.
+    stored sample in one step, so a sample added meanwhile is never lost.
 
     >>> store = SampleStore()
     >>> store.add(RagSample(id="q1", retrieved_ids=["d1", "d2"], reference_ids=["d2"]))
@@ -120,22 +117,8 @@ class SampleStore:
         self._items: list[Entry] = []
         self._start = 0  # entries before it were evicted by max_samples
         self.max_samples = max_samples
-        self._dropped = 0
+        self.dropped = 0
         self.hints = hints if hints is not None else Hints()
-        self.backlog: Backlog | None = None  # the adapter's deferred runs, made before a read
-
-    def settle(self) -> None:
-        """Make the records of finished runs still waiting in the adapter's backlog (every
-        read does it first)."""
-        backlog = self.backlog
-        if backlog is not None:
-            backlog.settle()
-
-    @property
-    def dropped(self) -> int:
-        """How many samples ``max_samples`` dropped (the oldest first)."""
-        self.settle()
-        return self._dropped
 
     def add(self, sample: RagSample | RunRecord) -> None:
         """Store one finished sample (or run record); a record made under a batch scope takes
@@ -149,7 +132,7 @@ class SampleStore:
             items.append(sample)
             if self.max_samples is not None and len(items) - self._start > self.max_samples:
                 self._start += 1
-                self._dropped += 1
+                self.dropped += 1
                 if self._start >= max(self.max_samples, 16):
                     # a new list (views taken before keep the old one unchanged); copying
                     # max_samples entries every max_samples evictions is O(1) per sample
@@ -168,7 +151,6 @@ class SampleStore:
     @property
     def samples(self) -> SampleView:
         """The stored samples in completion order (a :class:`SampleView`: no copy)."""
-        self.settle()
         with self._lock:
             return SampleView(self._items, self._start, len(self._items))
 
@@ -179,7 +161,6 @@ class SampleStore:
         call, never lost (unlike reading :attr:`samples` and then calling :meth:`clear`).
         Runs still in flight are not samples yet; they are stored when they finish.
         """
-        self.settle()
         with self._lock:
             items, start = self._items, self._start
             self._items, self._start = [], 0
@@ -187,13 +168,11 @@ class SampleStore:
 
     def clear(self) -> None:
         """Forget every stored sample (and the ``dropped`` count)."""
-        self.settle()
         with self._lock:
             self._items, self._start = [], 0
-            self._dropped = 0
+            self.dropped = 0
 
     def __len__(self) -> int:
-        self.settle()
         with self._lock:
             return len(self._items) - self._start
 

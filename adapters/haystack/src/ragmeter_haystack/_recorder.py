@@ -189,7 +189,7 @@ class RagmeterRecorder(StoreFront):
     @property
     def capture_errors(self) -> int:
         """How many capture problems were logged (each is noted on its sample too)."""
-        return self._observer.capture_errors
+        return self.config.problems.count
 
     def _attachment(self) -> Attachment:
         return self._observer._attachment()

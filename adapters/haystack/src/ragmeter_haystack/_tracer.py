@@ -6,9 +6,7 @@ the component's inputs and outputs. A top-level pipeline span becomes a
 :class:`~ragmeter_haystack._capture.HaystackRun`, each component with a ``documents`` output
 a stage, the documents a prompt builder received the context, a generator's reply the
 answer (the rules: :mod:`ragmeter_haystack._capture`). So a pipeline loaded from YAML, run
-by a framework, or served by Hayhooks is captured as it is. The spans' events are only
-logged while the pipeline runs and interpreted in batches
-(:mod:`ragmeter.capture._deferred`).
+by a framework, or served by Hayhooks is captured as it is.
 
 Haystack has one process-wide tracer. However many ragmeter tracers (and recorders) are
 attached, ragmeter installs one **hub** as that tracer, which hands every span to each of
@@ -20,10 +18,8 @@ it was once the last one detaches.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token, copy_context
-from threading import get_ident
-from time import perf_counter
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from typing import Any
 
 from haystack.tracing.tracer import NullTracer, Span, Tracer
@@ -31,7 +27,6 @@ from haystack.tracing.tracer import tracer as _proxy
 
 from ragmeter.capture import (
     Attachment,
-    Backlog,
     CaptureConfig,
     DatasetFront,
     Hints,
@@ -45,7 +40,6 @@ from ragmeter.capture import (
     check_stage,
     deprecated_selection,
     describe,
-    replaying,
 )
 from ragmeter.errors import InvalidInputError
 from ragmeter.schema import CONTEXT
@@ -81,8 +75,6 @@ observer that records the run, sample id, run metadata, the call's own ground tr
 
 # what a span is to one observer
 _OTHER, _STAGE, _GENERATOR, _CONSUMER, _ROOT = 0, 1, 2, 3, 4
-# the events of a run's log
-_OPENED, _CONTENT, _CLOSED = 0, 1, 2
 
 
 def doc_id_hint(doc_id: DocId) -> str:
@@ -186,125 +178,44 @@ def _open_part(
     return part
 
 
-class _Log:
-    """One top-level pipeline run as Haystack reported it: its spans' events, kept by
-    reference (the run's context with them, for its scopes) until the backlog interprets
-    them (:mod:`ragmeter.capture._deferred`: hooks that only keep references cost a query
-    a fraction of what interpreting each span where it happens does)."""
-
-    __slots__ = ("context", "events", "observers")
-
-    def __init__(self, observers: tuple[RagmeterTracer, ...]) -> None:
-        self.observers = observers
-        self.events: list[tuple[Any, ...]] = []
-        self.context = copy_context()
-
-    def __call__(self) -> None:
-        """Interpret the run: each observer's parts of each span, in the order they
-        happened, at the times and on the threads they happened."""
-        try:
-            self.context.run(_interpret, self.observers, self.events)
-        finally:
-            self.events = []
-
-
-def _interpret(observers: tuple[RagmeterTracer, ...], events: list[tuple[Any, ...]]) -> None:
-    for event in events:
-        kind, span = event[0], event[1]
-        if kind == _OPENED:
-            replaying(event[2], event[3])
-            outer = span.parent.parts if span.parent is not None else None
-            parts: list[_Part | None] = []
-            for i, observer in enumerate(observers):
-                part = None
-                try:
-                    part = _open_part(observer, event[4], event[5], outer[i] if outer else None)
-                except Exception as exc:  # never into the pipeline
-                    observer.config.problems("span", describe(exc), exc)
-                parts.append(part)
-            span.parts = parts
-        elif kind == _CONTENT:
-            timed = False
-            for part in span.parts:
-                if part is not None and part.role != _OTHER:
-                    if not timed:
-                        replaying(event[2], event[3])
-                        timed = True
-                    try:
-                        part.content(event[4], event[5])
-                    except Exception as exc:
-                        part.run.note(f"{part.name}: {describe(exc)}")
-                        part.observer.config.problems("component", describe(exc), exc)
-        else:
-            timed = False
-            for part in span.parts:
-                if part is not None and part.role != _OTHER:
-                    if not timed:
-                        replaying(event[2], event[3])
-                        timed = True
-                    try:
-                        part.close(event[4])
-                    except Exception as problem:
-                        part.observer.config.problems("span", describe(problem), problem)
-
-
-def _detached(value: dict[str, Any]) -> dict[str, Any]:
-    """``value`` with its lists (and a variadic socket's lists of lists) copied: the items
-    are the same objects, the order is the run's whatever later happens to the lists."""
-    out = {}
-    for key, item in value.items():
-        if type(item) is list:
-            if item and type(item[0]) is list:
-                item = [x[:] if type(x) is list else x for x in item]
-            else:
-                item = item[:]
-        out[key] = item
-    return out
-
-
-BACKLOG = Backlog()
-"""The finished runs of every ragmeter tracer (and recorder) not yet interpreted: each
-tracer's store reads settle it."""
-
-
-def _span(
-    observers: tuple[RagmeterTracer, ...],
-    inner: Tracer | None,
-    operation_name: str,
-    tags: dict[str, Any] | None,
-    parent_span: Span | None,
-) -> _HubSpan:
-    """A span for one traced operation: logged when it is part of a recorded run (a
-    top-level pipeline run starts one), forwarded to ``inner`` in every case."""
-    parent = parent_span if isinstance(parent_span, _HubSpan) else _CURRENT.get()
-    log = parent.log if parent is not None else None
-    if log is None:
-        parent = None
-        if observers and operation_name in _PIPELINE:
-            log = _Log(observers)
-    span = _HubSpan(log, parent, operation_name)
-    if log is not None:
-        log.events.append((_OPENED, span, perf_counter(), get_ident(), operation_name, tags))
-    if inner is not None:
-        inner_parent = parent_span._inner if isinstance(parent_span, _HubSpan) else parent_span
-        span._inner_cm = inner.trace(operation_name, tags=tags, parent_span=inner_parent)
-    return span
-
-
 class _HubSpan(Span):
-    """One Haystack span: its events go to the run's log (references only), and every call
-    is forwarded to the previous tracer's span."""
+    """One Haystack span, handed to every observer that has a part in it, and forwarded."""
 
-    __slots__ = ("_inner", "_inner_cm", "_token", "log", "operation_name", "parent", "parts")
+    __slots__ = ("_inner", "_inner_cm", "_parts", "_token", "operation_name")
 
-    def __init__(self, log: _Log | None, parent: _HubSpan | None, operation_name: str) -> None:
+    def __init__(
+        self,
+        observers: Sequence[RagmeterTracer],
+        inner: Tracer | None,
+        operation_name: str,
+        tags: dict[str, Any] | None,
+        parent_span: Span | None,
+    ) -> None:
         self.operation_name = operation_name
-        self.log = log
-        self.parent = parent  # the enclosing span of the same run (None: the run's root)
-        self.parts: list[_Part | None] = []  # each observer's part, once interpreted
+        parent = parent_span if isinstance(parent_span, _HubSpan) else _CURRENT.get()
+        parts: list[_Part] = []
+        for observer in observers:
+            try:
+                enclosing = parent.part_of(observer) if parent is not None else None
+                part = _open_part(observer, operation_name, tags, enclosing)
+                if part is not None:
+                    parts.append(part)
+            except Exception as exc:  # never into the pipeline
+                observer.config.problems("span", describe(exc), exc)
+        self._parts = tuple(parts)
         self._inner: Span | None = None
         self._inner_cm: Any = None
         self._token: Token[_HubSpan | None] | None = None
+        if inner is not None:
+            inner_parent = parent_span._inner if isinstance(parent_span, _HubSpan) else parent_span
+            self._inner_cm = inner.trace(operation_name, tags=tags, parent_span=inner_parent)
+
+    def part_of(self, observer: RagmeterTracer) -> _Part | None:
+        """The observer's part of this span (``None``: it has none)."""
+        for part in self._parts:
+            if part.observer is observer:
+                return part
+        return None
 
     # -- the Span protocol ----------------------------------------------------------------
 
@@ -315,14 +226,14 @@ class _HubSpan(Span):
 
     def set_content_tag(self, key: str, value: Any) -> None:
         """Every observer reads the component's inputs and outputs (always: this is what it
-        is for); the tag is forwarded to the previous tracer under Haystack's content rule.
-        The lists of inputs and outputs are copied (a reference per item): the run's caller
-        may reorder or clear the lists it got back before the run is interpreted."""
-        log = self.log
-        if log is not None:
-            if type(value) is dict and key in (_OUTPUT, _INPUT):
-                value = _detached(value)
-            log.events.append((_CONTENT, self, perf_counter(), get_ident(), key, value))
+        is for); the tag is forwarded to the previous tracer under Haystack's content rule."""
+        for part in self._parts:
+            if part.role != _OTHER:
+                try:
+                    part.content(key, value)
+                except Exception as exc:
+                    part.run.note(f"{part.name}: {describe(exc)}")
+                    part.observer.config.problems("component", describe(exc), exc)
         if self._inner is not None:
             self._inner.set_content_tag(key, value)
 
@@ -349,14 +260,11 @@ class _HubSpan(Span):
                 _CURRENT.reset(token)
             except ValueError:
                 pass
-        log = self.log
-        if log is not None:
-            log.events.append((_CLOSED, self, perf_counter(), get_ident(), exc))
-            if self.parent is None:  # the run ended: interpret it with the next batch
-                try:
-                    BACKLOG.add(log)
-                except Exception as problem:  # a batch never fails the pipeline
-                    logger.warning("ragmeter: deferred capture failed: %s", describe(problem))
+        for part in self._parts:
+            try:
+                part.close(exc)
+            except Exception as problem:
+                part.observer.config.problems("span", describe(problem), problem)
         if self._inner_cm is not None:
             return bool(self._inner_cm.__exit__(exc_type, exc, tb))
         return None
@@ -407,7 +315,7 @@ class _Hub(Tracer):
         parent_span: Span | None = None,
     ) -> _HubSpan:
         """A span for one traced operation (a context manager, as the protocol asks)."""
-        return _span(self.observers, self.forward_to(), operation_name, tags, parent_span)
+        return _HubSpan(self.observers, self.forward_to(), operation_name, tags, parent_span)
 
     def current_span(self) -> Span | None:
         """The span active in this thread or task (``None`` outside any)."""
@@ -448,13 +356,8 @@ class RagmeterTracer(DatasetFront, Tracer):
 
     The tracer reads the components' inputs and outputs whatever
     ``HAYSTACK_CONTENT_TRACING_ENABLED`` says (that setting still governs what a forwarded
-    tracer receives) and never raises into the pipeline: capture problems are logged once
-    per kind and noted on the sample. While a run goes its hooks only append references
-    to the run's log (the lists copied, so a caller reordering the results changes
-    nothing); a finished run is interpreted later, with the next batch of
-    :data:`~ragmeter.capture.BACKLOG_SIZE` runs or as soon as anything reads the samples,
-    with the times and threads the pipeline ran at: cheaper for the pipeline (the capture
-    code runs warm, once per batch), invisible to a reader.
+    tracer receives), keeps only references while a run goes, and never raises into the
+    pipeline: capture problems are logged once per kind and noted on the sample.
     """
 
     def __init__(
@@ -501,7 +404,6 @@ class RagmeterTracer(DatasetFront, Tracer):
             FRAMEWORK, SAMPLE_ID_HINT, doc_id_hint(rule), label="Haystack", stage=STAGE_HINT
         )
         self._store = SampleStore(max_samples=max_samples, hints=hints)
-        self._store.backlog = BACKLOG
         self._attachment_state = Attachment(self._register)
         self._recorder: Any = None  # the recorder this observer records for (its runs only)
 
@@ -513,7 +415,6 @@ class RagmeterTracer(DatasetFront, Tracer):
     @property
     def capture_errors(self) -> int:
         """How many capture problems were logged (each is noted on its sample too)."""
-        BACKLOG.settle()
         return self.config.problems.count
 
     # -- registration -----------------------------------------------------------------------
@@ -568,7 +469,7 @@ class RagmeterTracer(DatasetFront, Tracer):
         parent_span: Span | None = None,
     ) -> _HubSpan:
         """A span for one traced operation, recorded by this tracer alone."""
-        return _span((self,), None, operation_name, tags, parent_span)
+        return _HubSpan((self,), None, operation_name, tags, parent_span)
 
     def current_span(self) -> Span | None:
         """The span active in this thread or task (``None`` outside any)."""

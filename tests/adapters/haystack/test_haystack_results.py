@@ -1,6 +1,5 @@
-"""The tracer keeps references while a pipeline runs and interprets finished runs later (in
-batches, or when its samples are read): what it records must be what live capture records,
-at the times the pipeline ran, whatever the caller does with the results meanwhile."""
+"""What the tracer records is what the pipeline did, at the times it ran: reading the samples
+long after the run, or the caller reordering the documents it got back, changes nothing."""
 
 # No `from __future__ import annotations` here: Haystack reads a component's socket types
 # from its real (not string) annotations.
@@ -9,9 +8,6 @@ from typing import Any
 
 from haystack import Document, Pipeline, component
 from ragmeter_haystack import RagmeterTracer
-from ragmeter_haystack._tracer import BACKLOG
-
-from ragmeter.capture import BACKLOG_SIZE
 
 
 @component
@@ -45,23 +41,9 @@ def test_the_caller_reordering_the_returned_documents_changes_nothing(
     with RagmeterTracer() as tracer:
         result = rag.run(rag_input("lift of wings"), include_outputs_from={"retriever"})
         returned = [d.id for d in result["retriever"]["documents"]]
-        result["retriever"]["documents"].reverse()  # before the run was interpreted
+        result["retriever"]["documents"].reverse()  # before the samples are read
         result["retriever"]["documents"].clear()
         [sample] = tracer.samples
     assert len(returned) == 10
     assert sample.retrieved_ids == returned
     assert [s.ids for s in sample.stages if s.name == "retriever"] == [returned]
-
-
-def test_unread_runs_are_interpreted_in_batches(rag: Pipeline, rag_input: Any) -> None:
-    BACKLOG.settle()
-    with RagmeterTracer() as tracer:
-        for i in range(BACKLOG_SIZE + 5):
-            with tracer.capture(id=f"q{i}"):
-                rag.run(rag_input("lift of wings"))
-        # the 64th run interpreted the batch; the 5 after it still wait (references only)
-        assert len(BACKLOG) == 5
-        assert len(tracer.store._items) == BACKLOG_SIZE  # no read: the store's own list
-        ids = [s.id for s in tracer.samples]  # a read interprets the rest
-    assert len(BACKLOG) == 0
-    assert ids == [f"q{i}" for i in range(BACKLOG_SIZE + 5)]
