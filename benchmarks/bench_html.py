@@ -40,6 +40,7 @@ from typing import Any
 from playwright.sync_api import sync_playwright
 
 import ragmeter
+from ragmeter.html import write_comparison, write_rag_report, write_retrieval_report
 from ragmeter.stats import compare
 
 FLAGS = [
@@ -131,7 +132,8 @@ def write_pages(n: int, root: Path) -> list[tuple[str, Path, float, str]]:
     timed(
         "retrieval",
         "ndcg@10",
-        lambda: a.to_html(
+        lambda: write_retrieval_report(
+            a,
             root / f"retrieval-{n}.html",
             run=x["run"],
             qrels=x["qrels"],
@@ -141,12 +143,13 @@ def write_pages(n: int, root: Path) -> list[tuple[str, Path, float, str]]:
     )
     samples = make_samples(n)
     rag = ragmeter.evaluate_rag(samples)
-    timed("rag", "token_f1", lambda: rag.to_html(root / f"rag-{n}.html", samples=samples))
+    timed("rag", "token_f1", lambda: write_rag_report(rag, root / f"rag-{n}.html", samples=samples))
     result = compare(a, b, label_a="bm25", label_b="shuffled")
     timed(
         "compare",
         "diff",
-        lambda: result.to_html(
+        lambda: write_comparison(
+            result,
             root / f"compare-{n}.html",
             a=a,
             b=b,

@@ -23,6 +23,8 @@ from ragmeter.html import (
     render_rag_report,
     render_retrieval_report,
     write_comparison,
+    write_rag_report,
+    write_retrieval_report,
 )
 from ragmeter.html._inputs import load_texts
 from ragmeter.html._payload import num
@@ -91,7 +93,8 @@ def test_import_ragmeter_loads_no_html_machinery_or_plotting_library() -> None:
 def test_writing_a_page_loads_no_plotting_library(tmp_path: Path) -> None:
     code = (
         "r = ragmeter.evaluate_run({'q': {'d': 1}}, {'q': ['d', 'e']}, k_values=(1,)); "
-        f"r.to_html({str(tmp_path / 'p.html')!r}, run={{'q': ['d', 'e']}})"
+        "from ragmeter.html import write_retrieval_report; "
+        f"write_retrieval_report(r, {str(tmp_path / 'p.html')!r}, run={{'q': ['d', 'e']}})"
     )
     before, after = _modules_after(code)
     assert "ragmeter.html" in after
@@ -318,8 +321,8 @@ def test_comparison_page_pairs_every_query(cran: dict[str, Any], tmp_path: Path)
     shorter = {q: docs[::-1] for q, docs in run.items()}
     other = ragmeter.evaluate_run(qrels, shorter)
     result = compare(report, other, label_a="bm25", label_b="reversed")
-    path = result.to_html(
-        tmp_path / "cmp.html", a=report, b=other, run_a=run, run_b=shorter, qrels=qrels
+    path = write_comparison(
+        result, tmp_path / "cmp.html", a=report, b=other, run_a=run, run_b=shorter, qrels=qrels
     )
     page = path.read_text(encoding="utf-8")
     data = page_data(page)
@@ -386,13 +389,59 @@ def test_bad_options_are_refused(cran: dict[str, Any]) -> None:
         render_retrieval_report(ragmeter.evaluate_rag(SAMPLES))  # type: ignore[arg-type]
 
 
-def test_to_html_writes_what_render_returns(cran: dict[str, Any], tmp_path: Path) -> None:
+def test_write_writes_what_render_returns(cran: dict[str, Any], tmp_path: Path) -> None:
     report = ragmeter.evaluate_rag(SAMPLES)
-    path = report.to_html(tmp_path / "rag.html", samples=SAMPLES, title="T")
+    path = write_rag_report(report, tmp_path / "rag.html", samples=SAMPLES, title="T")
     assert path == tmp_path / "rag.html"
     assert path.read_text(encoding="utf-8") == render_rag_report(report, samples=SAMPLES, title="T")
     with pytest.raises(FileNotFoundError):
-        report.to_html(tmp_path / "no" / "such" / "dir.html")
+        write_rag_report(report, tmp_path / "no" / "such" / "dir.html")
+
+
+def test_to_html_is_a_deprecated_alias_that_writes_the_same_page(
+    cran: dict[str, Any], tmp_path: Path
+) -> None:
+    """``to_html`` on the report classes stays for one release: it warns and writes exactly
+    what ``ragmeter.html``'s writer writes (pages are written by ``ragmeter.html`` only)."""
+    from ragmeter.html import write_stage_report
+    from ragmeter.stages import evaluate_stages
+
+    rag = ragmeter.evaluate_rag(SAMPLES)
+    retrieval, run, qrels = cran["report"], cran["run"], cran["qrels"]
+    other = ragmeter.evaluate_run(qrels, {q: docs[::-1] for q, docs in run.items()})
+    result = compare(retrieval, other)
+    staged = [
+        {
+            "id": "q1",
+            "retrieved_ids": ["d1", "d2"],
+            "relevance": {"d1": 1},
+            "stages": [
+                {"name": "bm25", "ids": ["d2", "d1"]},
+                {"name": "context", "kind": "context", "ids": ["d1", "d2"], "inputs": ["bm25"]},
+            ],
+        }
+    ]
+    stage_report = evaluate_stages(staged)
+    cases = [
+        (rag, {"samples": SAMPLES}, write_rag_report),
+        (retrieval, {"run": run, "qrels": qrels}, write_retrieval_report),
+        (result, {"a": retrieval, "b": other}, write_comparison),
+        (stage_report, {}, write_stage_report),
+    ]
+    for i, (obj, options, writer) in enumerate(cases):
+        name = type(obj).__name__
+        with pytest.warns(
+            DeprecationWarning, match=rf"{name}.to_html is deprecated.*ragmeter\.html"
+        ):
+            old = obj.to_html(tmp_path / f"old{i}.html", **options)  # type: ignore[attr-defined]
+        new = writer(obj, tmp_path / f"new{i}.html", **options)  # type: ignore[operator]
+        assert _without_times(old.read_text(encoding="utf-8")) == _without_times(
+            new.read_text(encoding="utf-8")
+        ), name
+
+
+def _without_times(page: str) -> str:
+    return re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d)?(\.\d+)?(Z|[+-]\d\d:?\d\d)?", "T", page)
 
 
 # --------------------------------------------------------------------------- plots

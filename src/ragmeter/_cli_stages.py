@@ -83,6 +83,7 @@ def stages_command(
     """Score every stage of captured samples (retrievers, fusion, rerankers, the context) and
     what each step gained or lost against what it consumed, with a paired CI."""
     from ragmeter.cli import parse_k_values
+    from ragmeter.html import write_stage_report
     from ragmeter.io import read_qrels
     from ragmeter.io.jsonl import read_jsonl
     from ragmeter.stages import evaluate_stages
@@ -108,7 +109,7 @@ def stages_command(
             n=resamples,
             seed=seed,
         )
-        written = report.to_html(html) if html is not None else None
+        written = write_stage_report(report, html) if html is not None else None
     except (RagmeterError, OSError) as exc:
         raise _fail(exc) from None
     if as_json:

@@ -36,15 +36,15 @@ that relative error too.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
+
+from ragmeter._gc import paused_gc
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,28 +86,6 @@ _SQ_SCALE = 2 * _SCALE
 _DEKKER_HI = 2.0**500
 _DEKKER_LO = 2.0**-480
 _SPLIT = 134217729.0  # 2**27 + 1 (Veltkamp)
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while many long-lived objects are built.
-
-    Building millions of lists and dicts (a 100k-query run) makes CPython's collector walk
-    everything built so far again and again; these objects form no cycles, so pausing it is
-    safe and keeps the time linear. It is re-enabled afterwards only if it was on.
-
-    >>> with paused_gc():
-    ...     rows = [[i] for i in range(3)]
-    >>> gc.isenabled()
-    True
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _scaled(value: float, scale: int = _SCALE) -> int:

@@ -13,12 +13,14 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, overload
 
+from ragmeter._types import Qrels, RunLike
 from ragmeter._version import __version__
 from ragmeter.aggregate import PERCENTILES as PERCENTILES  # re-exported (was defined here)
 from ragmeter.aggregate import Distribution, MeanRule, summarize_values
@@ -551,20 +553,28 @@ class RetrievalEvalReport(_ReportBase):
         self,
         path: str | os.PathLike[str],
         *,
-        run: Mapping[str, Iterable[str]] | None = None,
-        qrels: Mapping[str, Mapping[str, float]] | None = None,
+        run: RunLike | None = None,
+        qrels: Qrels | None = None,
         queries: Mapping[str, str] | None = None,
         corpus: Mapping[str, str] | None = None,
         **options: Any,
     ) -> Path:
-        """Write the report as one self-contained, offline HTML page and return its path.
+        """Deprecated: :func:`ragmeter.html.write_retrieval_report` (same options).
 
+        Writes the report as one self-contained, offline HTML page and returns its path.
         Metric summaries and histograms, a sortable, filterable per-query table, and a
         drill-down per query: its text (``queries``), the run's top docs (``run``) with their
         grades (``qrels``; relevant ones marked) and snippets (``corpus``). ``options``:
         ``title``, ``dataset``, ``system``, ``depth`` (docs shown, default 10),
         ``max_bytes``; see :func:`ragmeter.html.write_retrieval_report`.
         """
+        warnings.warn(
+            "RetrievalEvalReport.to_html is deprecated: pages are written by ragmeter.html; "
+            "call ragmeter.html.write_retrieval_report(report, path, ...) (same options; "
+            "to_html will be removed in a future release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         from ragmeter.html import write_retrieval_report
 
         return write_retrieval_report(
@@ -723,14 +733,22 @@ class RagEvalReport(_ReportBase):
         samples: Iterable[Any] | None = None,
         **options: Any,
     ) -> Path:
-        """Write the report as one self-contained, offline HTML page and return its path.
+        """Deprecated: :func:`ragmeter.html.write_rag_report` (same options).
 
+        Writes the report as one self-contained, offline HTML page and returns its path.
         Metric summaries and histograms, a sortable, filterable per-sample table, and a
         drill-down per sample: with ``samples`` (those the report was computed from) the
         question, the answer with faithfulness' unsupported claims highlighted, the
         references and the contexts. ``options``: ``title``, ``dataset``, ``system``,
         ``depth``, ``max_bytes``; see :func:`ragmeter.html.write_rag_report`.
         """
+        warnings.warn(
+            "RagEvalReport.to_html is deprecated: pages are written by ragmeter.html; call "
+            "ragmeter.html.write_rag_report(report, path, ...) (same options; to_html will be "
+            "removed in a future release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         from ragmeter.html import write_rag_report
 
         return write_rag_report(self, path, samples=samples, **options)

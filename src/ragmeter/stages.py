@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragmeter._types import FailedQueries, MissingQueries
 from ragmeter.errors import InvalidInputError, RagmeterError
 from ragmeter.schema import CONTEXT, RagSample, SampleLike, coerce_sample
 
 if TYPE_CHECKING:
-    from ragmeter.capture import FailedQueries, SampleStore
-    from ragmeter.evaluation.retrieval import MissingQueries
+    from ragmeter.capture import SampleStore
     from ragmeter.report import RetrievalEvalReport
     from ragmeter.stats import CompareResult, TestName
 
@@ -233,8 +234,15 @@ class StageReport:
         return "\n".join(lines)
 
     def to_html(self, path: str | os.PathLike[str], **options: Any) -> Path:
-        """Write the stage table as one self-contained, offline HTML page (see
-        :func:`ragmeter.html.write_stage_report`); return its path."""
+        """Deprecated: :func:`ragmeter.html.write_stage_report` (writes the stage table as one
+        self-contained, offline HTML page and returns its path)."""
+        warnings.warn(
+            "StageReport.to_html is deprecated: pages are written by ragmeter.html; call "
+            "ragmeter.html.write_stage_report(report, path, ...) (same options; to_html will be "
+            "removed in a future release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         from ragmeter.html import write_stage_report
 
         return write_stage_report(self, path, **options)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -249,7 +250,9 @@ class CompareResult:
         return "\n".join(lines)
 
     def to_html(self, path: str | os.PathLike[str], *, a: Any, b: Any, **options: Any) -> Path:
-        """Write this comparison as one self-contained, offline HTML page; return its path.
+        """Deprecated: :func:`ragmeter.html.write_comparison` (same options).
+
+        Writes this comparison as one self-contained, offline HTML page; returns its path.
 
         ``a`` and ``b`` are what was compared (two reports or two ``{query_id: score}``
         mappings): the page shows the per-query scatter of ``b`` against ``a``, the win,
@@ -259,6 +262,14 @@ class CompareResult:
         ``title``, ``dataset``, ``note``, ``depth``, ``max_bytes``; see
         :func:`ragmeter.html.write_comparison`.
         """
+        warnings.warn(
+            "CompareResult.to_html is deprecated: pages are written by ragmeter.html; call "
+            "ragmeter.html.write_comparison(result, path, a=..., b=..., ...) (same options; "
+            "to_html will be "
+            "removed in a future release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         from ragmeter.html import write_comparison
 
         return write_comparison(self, path, a=a, b=b, **options)

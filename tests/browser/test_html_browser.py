@@ -15,6 +15,7 @@ import pytest
 
 import ragmeter
 from ragmeter import cli
+from ragmeter.html import write_rag_report, write_retrieval_report
 from ragmeter.io.trec import write_trec_run
 from ragmeter.stats import compare
 
@@ -60,7 +61,8 @@ def test_retrieval_report_on_cranfield(
 ) -> None:
     corpus, queries, qrels, run = (cranfield[k] for k in ("corpus", "queries", "qrels", "run"))
     report = ragmeter.evaluate_run(qrels, run)
-    path = report.to_html(
+    path = write_retrieval_report(
+        report,
         tmp_path / "cranfield.html",
         run=run,
         qrels=qrels,
@@ -233,7 +235,8 @@ def test_hostile_query_texts_and_labels_stay_text(
     qrels = {"q<1>": {"d&1": 1, "</script>": 2}, "q2": {"d2": 1}}
     run = {"q<1>": ["</script>", "d&1", "x"], "q2": ["d2"]}
     report = ragmeter.evaluate_run(qrels, run, k_values=(10,))
-    path = report.to_html(
+    path = write_retrieval_report(
+        report,
         tmp_path / "evil.html",
         run=run,
         qrels=qrels,
@@ -281,8 +284,8 @@ def test_ten_thousand_queries_load_and_sort(tmp_path: Path, open_page: Any) -> N
     }
     corpus = {d: " ".join(rng.choices(words, k=40)) for d in docs}
     report = ragmeter.evaluate_run(qrels, run)
-    path = report.to_html(
-        tmp_path / "10k.html", run=run, qrels=qrels, queries=queries, corpus=corpus
+    path = write_retrieval_report(
+        report, tmp_path / "10k.html", run=run, qrels=qrels, queries=queries, corpus=corpus
     )
     assert path.stat().st_size < 10_000_000
     loaded = open_page(path)
@@ -300,7 +303,7 @@ def test_a_report_without_per_item_scores_opens_cleanly(tmp_path: Path, open_pag
     from ragmeter.report import RagEvalReport
 
     summary_only = RagEvalReport(metrics={"token_f1": 0.5}, coverage={"token_f1": 3}, n_samples=3)
-    loaded = open_page(summary_only.to_html(tmp_path / "empty.html"))
+    loaded = open_page(write_rag_report(summary_only, tmp_path / "empty.html"))
     assert loaded.errors == []
     assert loaded.page.text_content("#count") == "0 rows"
     assert loaded.page.text_content("#page-info") == "no rows"

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ragmeter._types import FAILED_QUERIES, FailedQueries
 from ragmeter.errors import InvalidInputError, some_ids
 
 __all__ = [
@@ -42,14 +43,6 @@ RETRIEVAL: dict[str, str] = {
     "each doc id at its best rank",
 }
 """What ``retrieval=`` may be (LangChain and LlamaIndex handlers), and what each choice means."""
-
-FailedQueries = Literal["zero", "skip"]
-FAILED_QUERIES: dict[str, str] = {
-    "zero": "a sample whose run failed before a ranking was captured scores 0 and counts in "
-    "the mean",
-    "skip": "a sample whose run failed before a ranking was captured is left out of the mean",
-}
-"""What ``failed_queries=`` may be (``evaluate_retrieval`` of every adapter)."""
 
 
 def _choice(value: object, choices: Mapping[str, str], name: str) -> str:

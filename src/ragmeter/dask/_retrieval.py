@@ -20,7 +20,8 @@ from typing import Any
 
 import dask
 
-from ragmeter.aggregate import BLOCK, Distribution, paused_gc
+from ragmeter._gc import paused_gc
+from ragmeter.aggregate import BLOCK, Distribution
 from ragmeter.dask._collections import (
     active_client,
     check_not_strings,

@@ -66,6 +66,7 @@ from typing import Any
 
 from ragmeter.aggregate import BLOCK, Distribution, IdRoots, StreamKeys
 from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
+from ragmeter.evaluation import sample_retrieval as _sample_retrieval
 from ragmeter.evaluation.retrieval import _note_unjudged_docs, score_ranking
 from ragmeter.io.scores import ScoreWriter, open_score_writer, score_format, write_scores
 from ragmeter.metrics import character as _character
@@ -73,7 +74,6 @@ from ragmeter.metrics import faithfulness as _faithfulness
 from ragmeter.metrics import grounding as _grounding
 from ragmeter.metrics import lexical as _lexical
 from ragmeter.metrics import operational as _operational
-from ragmeter.metrics import sample_retrieval as _sample_retrieval
 from ragmeter.metrics._kernel import CODES, kernel_codes, result_keys
 from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport, WarningLog

@@ -28,9 +28,11 @@ import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from ragmeter.aggregate import BLOCK, Distribution, paused_gc
+from ragmeter._gc import paused_gc
+from ragmeter._types import MISSING_QUERIES, MissingQueries, Qrels, RunLike
+from ragmeter.aggregate import BLOCK, Distribution
 from ragmeter.errors import (
     DuplicateDocumentError,
     InvalidInputError,
@@ -62,8 +64,6 @@ __all__ = [
     "per_query",
 ]
 
-Qrels = Mapping[str, Mapping[str, float]]
-Run = Mapping[str, Sequence[str]]
 V = TypeVar("V")
 
 _ABSENT: Sequence[str] = ("<absent>",)
@@ -71,13 +71,6 @@ _ABSENT: Sequence[str] = ("<absent>",)
 
 _STR = frozenset({str})
 
-MissingQueries = Literal["zero", "skip"]
-MISSING_QUERIES: dict[str, str] = {
-    "zero": "a judged query missing from the run scores 0 and counts in the mean (= trec_eval -c)",
-    "skip": "a judged query missing from the run is left out of the mean "
-    "(= trec_eval's default, without -c)",
-}
-"""What ``missing_queries=`` may be, and what each choice means."""
 
 DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
 
@@ -249,7 +242,7 @@ def score_ranking(
 
 def evaluate_run(
     qrels: Qrels,
-    run: Run,
+    run: RunLike,
     *,
     k_values: Iterable[int] | int = DEFAULT_K_VALUES,
     metrics: Iterable[str] | str = BUILTIN_METRICS,
@@ -348,7 +341,7 @@ def evaluate_run(
 
 def _score_all(
     qrels: Qrels,
-    run: Run,
+    run: RunLike,
     ks: Sequence[int],
     codes: Sequence[int],
     level: float | None,
@@ -608,7 +601,7 @@ def _averaging(mode: MissingQueries) -> str:
 
 
 def _warn_if_no_doc_is_judged(
-    qrels: Qrels, run: Run, scored: Iterable[str], log: WarningLog
+    qrels: Qrels, run: RunLike, scored: Iterable[str], log: WarningLog
 ) -> None:
     """Every score is 0: warn when not one retrieved doc is judged at all (wrong doc ids)."""
     retrieved: list[str] = []
@@ -737,7 +730,7 @@ def _order_keys(
 
 def per_query(
     qrels: Qrels,
-    run: Run,
+    run: RunLike,
     metric: str,
     k: int,
     *,

@@ -6,17 +6,17 @@ file, and the data is JSON embedded in the file too. Every string that came from
 (query texts, answers, doc ids, labels) is escaped, in the static HTML with
 :func:`html.escape` and in the script by setting ``textContent``, never ``innerHTML``.
 
-* :func:`write_retrieval_report` (``RetrievalEvalReport.to_html``): metric summaries and
+* :func:`write_retrieval_report`: metric summaries and
   histograms, a sortable, filterable, paged per-query table, and per query its text, the
   run's top ``depth`` docs with their grades (relevant ones marked) and the relevant docs
   ranked lower or never retrieved.
-* :func:`write_rag_report` (``RagEvalReport.to_html``): the same per sample, with the
+* :func:`write_rag_report`: the same per sample, with the
   question, the answer with faithfulness' unsupported claims highlighted, the references
   and the contexts.
-* :func:`write_comparison` (``CompareResult.to_html``): means, the difference with its
+* :func:`write_comparison`: means, the difference with its
   confidence interval and p-value, win/tie/loss counts, a per-query scatter, the queries
   that moved most, and both systems' drill-downs side by side.
-* :func:`write_stage_report` (``StageReport.to_html``): every stage of a pipeline scored,
+* :func:`write_stage_report`: every stage of a pipeline scored,
   a bar per stage and the table of what each step gained or lost (static, no script).
 
 A page stays under ``max_bytes`` (default 9.5 MB) by cutting long texts, then leaving them
@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragmeter._types import Qrels, RunLike
 from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import SampleLike
@@ -57,8 +58,6 @@ DEFAULT_DEPTH = 10
 """How many ranked documents (or retrieved ids) a drill-down shows."""
 
 PathLike = str | os.PathLike[str]
-Qrels = Mapping[str, Mapping[str, float]]
-Run = Mapping[str, Iterable[str]]
 
 
 def _check(depth: object, max_bytes: object) -> None:
@@ -76,7 +75,7 @@ def _write(path: PathLike, page: str) -> Path:
 def render_retrieval_report(
     report: RetrievalEvalReport,
     *,
-    run: Run | None = None,
+    run: RunLike | None = None,
     qrels: Qrels | None = None,
     queries: Mapping[str, str] | None = None,
     corpus: Mapping[str, str] | None = None,
@@ -112,7 +111,7 @@ def write_retrieval_report(
     report: RetrievalEvalReport,
     path: PathLike,
     *,
-    run: Run | None = None,
+    run: RunLike | None = None,
     qrels: Qrels | None = None,
     queries: Mapping[str, str] | None = None,
     corpus: Mapping[str, str] | None = None,
@@ -217,8 +216,8 @@ def render_comparison(
     *,
     a: object,
     b: object,
-    run_a: Run | None = None,
-    run_b: Run | None = None,
+    run_a: RunLike | None = None,
+    run_b: RunLike | None = None,
     qrels: Qrels | None = None,
     queries: Mapping[str, str] | None = None,
     corpus: Mapping[str, str] | None = None,
@@ -259,8 +258,8 @@ def write_comparison(
     *,
     a: object,
     b: object,
-    run_a: Run | None = None,
-    run_b: Run | None = None,
+    run_a: RunLike | None = None,
+    run_b: RunLike | None = None,
     qrels: Qrels | None = None,
     queries: Mapping[str, str] | None = None,
     corpus: Mapping[str, str] | None = None,

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from ragmeter._types import Qrels, RunLike
 from ragmeter.errors import InvalidInputError
 from ragmeter.html import _page, _sections, _svg
 from ragmeter.html._payload import (
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["render_comparison"]
 
-Qrels = Mapping[str, Mapping[str, float]]
-Run = Mapping[str, Iterable[str]]
 TIE = 1e-12  # as ragmeter.stats.TIE_TOLERANCE
 
 
@@ -75,8 +74,8 @@ def render_comparison(
     *,
     a: object,
     b: object,
-    run_a: Run | None,
-    run_b: Run | None,
+    run_a: RunLike | None,
+    run_b: RunLike | None,
     qrels: Qrels | None,
     queries: Mapping[str, str] | None,
     corpus: Mapping[str, str] | None,

@@ -29,9 +29,6 @@ __all__ = [
     "ranking_detail",
 ]
 
-Qrels = Mapping[str, Mapping[str, float]]
-Run = Mapping[str, Iterable[str]]
-
 
 @dataclass(frozen=True)
 class Limits:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragmeter._types import Qrels, RunLike
 from ragmeter.errors import InvalidInputError, some_ids
 from ragmeter.html import _page, _sections
 from ragmeter.html._payload import (
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["colsets", "render_rag", "render_retrieval", "texts_or_none"]
 
-Qrels = Mapping[str, Mapping[str, float]]
-Run = Mapping[str, Iterable[str]]
 _K = re.compile(r"@(\d+)$")
 
 
@@ -65,7 +64,7 @@ def _no_items(ids: Sequence[str], keys: Sequence[str], word: str) -> list[str]:
     ]
 
 
-def _check_run(run: Run, ids: Sequence[str]) -> None:
+def _check_run(run: RunLike, ids: Sequence[str]) -> None:
     if ids and not any(q in run for q in ids):
         raise InvalidInputError(
             f"run: none of its {len(run)} query ids is a query of the report (report: "
@@ -76,7 +75,7 @@ def _check_run(run: Run, ids: Sequence[str]) -> None:
 def render_retrieval(
     report: RetrievalEvalReport,
     *,
-    run: Run | None,
+    run: RunLike | None,
     qrels: Qrels | None,
     queries: Mapping[str, str] | None,
     corpus: Mapping[str, str] | None,

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, TypeVar
 
+from ragmeter._types import MAX_GRADE
 from ragmeter.errors import DataFormatError
-from ragmeter.metrics._kernel import MAX_GRADE
 
 __all__ = ["BOM", "QrelsBuilder", "Records", "open_binary", "raw_lines", "text_lines"]
 

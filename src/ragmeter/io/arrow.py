@@ -42,11 +42,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ragmeter._types import MAX_GRADE
 from ragmeter.errors import DataFormatError, InvalidInputError
 from ragmeter.io._lines import Records
 from ragmeter.io.scores import require_pyarrow
 from ragmeter.io.trec import TREC_ORDERING, Run, scores_to_write
-from ragmeter.metrics._kernel import MAX_GRADE
 from ragmeter.schema import RAG_EVAL_ALIASES, RagSample
 
 __all__ = [

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ragmeter._types import MAX_GRADE
 from ragmeter.errors import DataFormatError, InvalidInputError
 from ragmeter.io._lines import QrelsBuilder, Records, text_lines
-from ragmeter.metrics._kernel import MAX_GRADE
 
 __all__ = ["DEFAULT_QRELS_PATHS", "BeirDataset", "read_beir", "read_beir_qrels", "write_beir"]
 

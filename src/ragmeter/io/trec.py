@@ -27,7 +27,7 @@ from operator import eq, gt, methodcaller, ne
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
-from ragmeter.aggregate import paused_gc
+from ragmeter._gc import paused_gc
 from ragmeter.errors import DataFormatError, InvalidInputError
 from ragmeter.io._lines import BOM, QrelsBuilder, Records, open_binary, text_lines
 

@@ -30,6 +30,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from ragmeter._types import MAX_GRADE
+
 __all__ = [
     "BACKEND",
     "MAX_GRADE",
@@ -68,10 +70,6 @@ _RANKS: list[int] = list(range(1, 1025))
 _LOG2: list[float] = [0.0] + [math.log2(r + 1) for r in range(1, 1025)]
 """``_LOG2[r] == log2(r + 1)``: the DCG discount of 1-based rank ``r``."""
 
-
-MAX_GRADE = float(2**53)
-"""Largest grade magnitude accepted: ints up to 2**53 are exact as doubles, and a sum of
-grades this size stays finite, so no NDCG can overflow to ``inf``/``nan``."""
 
 _STR = frozenset({str})
 

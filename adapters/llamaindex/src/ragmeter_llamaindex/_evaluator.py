@@ -115,8 +115,8 @@ def _plan(metrics: Sequence[str] | str, cutoffs: tuple[int, ...]) -> list[_Plan]
     too (``recip_rank``). ``"<name>@<k>"`` is that metric at ``k`` only.
     """
     from ragmeter.evaluation import rag  # noqa: F401  (registers the built-in answer metrics)
+    from ragmeter.evaluation.sample_retrieval import SampleRetrievalMetric
     from ragmeter.metrics.base import RAG_METRICS
-    from ragmeter.metrics.sample_retrieval import SampleRetrievalMetric
 
     names = [metrics] if isinstance(metrics, str) else list(metrics)
     if not names:
@@ -412,7 +412,7 @@ def _retrieval_scores(sample: RagSample, items: Sequence[_Retrieval]) -> dict[st
     cut-off (the uncut ``map``/``mrr`` come with it), as ``evaluate_rag`` scores a sample.
     """
     from ragmeter.evaluation.retrieval import evaluate_run
-    from ragmeter.metrics.sample_retrieval import sample_ranking
+    from ragmeter.evaluation.sample_retrieval import sample_ranking
 
     if not items:
         return {}

@@ -194,7 +194,7 @@
     const box = el("div");
     const det = D.detail && D.detail[sys] ? D.detail[sys][i] : null;
     if (!det) {
-      box.append(el("p", "muted", "No run was given, so the ranking is not shown (pass run= to to_html, or --run)."));
+      box.append(el("p", "muted", "No run was given, so the ranking is not shown (pass run= to write_retrieval_report, or --run)."));
       return box;
     }
     if (det.x) box.append(el("p", "note", "The run has no ranking for this query: it scores 0 (or is left out of the mean under missing_queries=\"skip\")."));
@@ -251,7 +251,7 @@
     const box = el("div");
     const det = D.detail && D.detail[sys] ? D.detail[sys][i] : null;
     if (!det) {
-      box.append(el("p", "muted", "No sample was given for this row (pass samples= to to_html)."));
+      box.append(el("p", "muted", "No sample was given for this row (pass samples= to write_rag_report)."));
       return box;
     }
     if (det.err) box.append(el("p", "note", `Pipeline error: ${det.err}`));

@@ -12,13 +12,13 @@ from ragmeter.datasets import load_cranfield, load_cranfield_bm25_run
 from ragmeter.errors import DuplicateDocumentError, InvalidInputError, UnknownMetricError
 from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.evaluation.retrieval import evaluate_run
-from ragmeter.metrics.base import RAG_METRICS
-from ragmeter.metrics.sample_retrieval import (
+from ragmeter.evaluation.sample_retrieval import (
     NdcgAtK,
     PrecisionAtK,
     RecallAtK,
     sample_ranking,
 )
+from ragmeter.metrics.base import RAG_METRICS
 from ragmeter.schema import RagSample
 
 NAMES = ["ndcg", "recall", "precision", "mrr", "map", "hit_rate"]
@@ -159,3 +159,18 @@ def test_registry_objects_and_cutoffs() -> None:
     sample = RagSample(id="s", retrieved_ids=["a", "b", "c"], reference_ids=["c"])
     report = evaluate_rag([sample], metrics=["hit_rate", PrecisionAtK(k=3)], k=2)
     assert report.metrics == {"hit_rate@2": 0.0, "precision@3": pytest.approx(1 / 3)}
+
+
+def test_the_old_module_path_still_imports_with_a_deprecation_warning() -> None:
+    import importlib
+    import sys
+
+    import pytest
+
+    from ragmeter.evaluation import sample_retrieval
+
+    sys.modules.pop("ragmeter.metrics.sample_retrieval", None)
+    with pytest.warns(DeprecationWarning, match="moved to ragmeter.evaluation.sample_retrieval"):
+        old = importlib.import_module("ragmeter.metrics.sample_retrieval")
+    assert old.NdcgAtK is sample_retrieval.NdcgAtK
+    assert old.__all__ == sample_retrieval.__all__
