@@ -362,3 +362,21 @@ def test_registered_on_the_ragmeter_cli(
         ["compare", str(files["bm25"]), str(files["weaker"]), "--qrels", str(files["beir"])]
     )
     assert code == 0 and "weaker is significantly worse" in capsys.readouterr().out
+
+
+def test_the_commands_in_their_own_modules_never_vanish_silently() -> None:
+    """compare, gate and stages are registered; a broken import of their module is an
+    error, not a CLI without them."""
+    import subprocess
+    import sys
+
+    from typer.main import get_command
+
+    from ragmeter.cli import app
+
+    names = set(get_command(app).commands)  # type: ignore[attr-defined]
+    assert {"compare", "gate", "stages"} <= names
+    hide = "import sys; sys.modules['ragmeter._cli_stats'] = None; import ragmeter.cli"
+    done = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "ModuleNotFoundError: import of ragmeter._cli_stats halted" in done.stderr

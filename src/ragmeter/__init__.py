@@ -12,11 +12,13 @@ from ragmeter.errors import (
     DuplicateDocumentError,
     InvalidInputError,
     JudgeCacheError,
+    JudgeError,
     MissingDependencyError,
     NoSamplesError,
     NoScorableQueriesError,
     RagmeterError,
     UnknownMetricError,
+    VerdictError,
 )
 from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.evaluation.retrieval import (
@@ -146,6 +148,7 @@ __all__ = [
     "Judge",
     "JudgeCache",
     "JudgeCacheError",
+    "JudgeError",
     "JudgeMetric",
     "JudgeOptions",
     "JudgeReply",
@@ -168,6 +171,7 @@ __all__ = [
     "TotalTokens",
     "TransientJudgeError",
     "UnknownMetricError",
+    "VerdictError",
     "WarningLog",
     "__version__",
     "as_ragas_dataset",

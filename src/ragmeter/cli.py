@@ -1534,13 +1534,12 @@ def serve(
 
 
 def _register_plugins() -> None:
-    try:
-        from ragmeter._cli_stats import register
-    except ImportError:
-        return
-    register(app)
+    """Add the commands defined in their own modules (compare, gate; stages). An import
+    error is not swallowed: a command never vanishes without a word."""
     from ragmeter._cli_stages import register as register_stages
+    from ragmeter._cli_stats import register
 
+    register(app)
     register_stages(app)
 
 

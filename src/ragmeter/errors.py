@@ -13,7 +13,10 @@ exception a caller would expect (``ValueError``, ``KeyError``, ``ImportError``):
     │   ├── JudgeCacheError                   a judge cache file that cannot be used (path)
     │   └── InvalidTypeError (TypeError)      an argument of the wrong kind
     ├── UnknownMetricError (KeyError, ValueError)
-    └── MissingDependencyError (ImportError)  an optional extra is not installed
+    ├── MissingDependencyError (ImportError)  an optional extra is not installed
+    └── JudgeError                            what a judge (the user's model) answered
+        ├── TransientJudgeError               worth retrying (rate limit, timeout, 5xx)
+        └── VerdictError (ValueError)         a reply that is not a valid verdict
 """
 
 from __future__ import annotations
@@ -139,6 +142,18 @@ def check_k(k: object, *, name: str = "k") -> int:
             "top-k, it is a slice that means something else)."
         )
     return k
+
+
+class JudgeError(RagmeterError):
+    """What a judge (the user's model) answered could not be used."""
+
+
+class TransientJudgeError(JudgeError):
+    """Raise from a judge for an error worth retrying (rate limit, timeout, 5xx)."""
+
+
+class VerdictError(JudgeError, ValueError):
+    """A judge's reply that is not a valid verdict."""
 
 
 class JudgeCacheError(InvalidInputError):

@@ -59,6 +59,7 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Seque
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from ragmeter.errors import (
+    InvalidInputError,
     MissingDependencyError,
     NoScorableQueriesError,
     RagmeterError,
@@ -191,13 +192,13 @@ def _check_count(data: Any, field: str, limit: int) -> None:
 
 def _known_retrieval_metric(name: str) -> str:
     if name not in METRICS:
-        raise ValueError(str(UnknownMetricError(name, METRICS.names())))
+        raise InvalidInputError(str(UnknownMetricError(name, METRICS.names())))
     return name
 
 
 def _known_rag_metric(name: str) -> str:
     if name not in RAG_METRICS:
-        raise ValueError(str(UnknownMetricError(name, RAG_METRICS)))
+        raise InvalidInputError(str(UnknownMetricError(name, RAG_METRICS)))
     return name
 
 
@@ -796,13 +797,13 @@ def _check_seconds(name: str, value: object) -> float:
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+        raise InvalidInputError(f"{name} must be a finite number of seconds > 0, got {value!r}")
     return float(value)
 
 
 def _check_count_setting(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        raise InvalidInputError(f"{name} must be an int >= {minimum}, got {value!r}")
     return value
 
 
@@ -851,7 +852,7 @@ def create_app(
     """
     for name, value in (("max_body_bytes", max_body_bytes), ("max_samples", max_samples)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
     max_concurrent = _check_count_setting("max_concurrent", max_concurrent, 1)
     max_queued = _check_count_setting("max_queued", max_queued, 0)
     queue_timeout = _check_seconds("queue_timeout", queue_timeout)

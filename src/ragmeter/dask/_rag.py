@@ -27,7 +27,7 @@ from ragmeter.dask._collections import (
     partitions,
     task_prefix,
 )
-from ragmeter.errors import InvalidInputError, RagmeterError, check_k
+from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
 from ragmeter.evaluation.rag import (
     RagPartial,
     _resolve,
@@ -319,7 +319,7 @@ def evaluate_rag(
         from ragmeter.dask._judges import add_judges, check_applies
 
         if n == 0:
-            raise InvalidInputError(
+            raise NoSamplesError(
                 "evaluate_rag got no samples: pass a non-empty list of RagSample objects or "
                 "mappings"
             )

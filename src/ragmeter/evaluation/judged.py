@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ragmeter.errors import InvalidInputError
+from ragmeter.errors import InvalidInputError, NoSamplesError
 from ragmeter.judge.cache import JudgeCache
 from ragmeter.judge.metrics import JudgeMetric
 from ragmeter.judge.runner import JudgeOptions, run_judges
@@ -63,7 +63,7 @@ def evaluate_with_judges(
     """
     coerced = [coerce_sample(s, index=i) for i, s in enumerate(samples)]
     if not coerced:
-        raise InvalidInputError(
+        raise NoSamplesError(
             "evaluate_rag got no samples: pass a non-empty list of RagSample objects or mappings"
         )
     for metric in judge_metrics:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from ragmeter import errors as _errors
 from ragmeter.errors import InvalidInputError
 from ragmeter.judge.protocol import Judge, Message
 from ragmeter.schema import RagSample
@@ -37,8 +38,7 @@ _SYSTEM = (
 )
 
 
-class VerdictError(ValueError):
-    """A judge's reply that is not a valid verdict."""
+VerdictError = _errors.VerdictError  # defined in ragmeter.errors, re-exported
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)

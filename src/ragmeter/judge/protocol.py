@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ragmeter import errors as _errors
+
 __all__ = [
     "FunctionJudge",
     "Judge",
@@ -67,8 +69,7 @@ class Judge(Protocol):
         ...
 
 
-class TransientJudgeError(Exception):
-    """Raise from a judge for an error worth retrying (rate limit, timeout, 5xx)."""
+TransientJudgeError = _errors.TransientJudgeError  # defined in ragmeter.errors, re-exported
 
 
 _TRANSIENT_NAMES = (
