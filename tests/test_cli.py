@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ragmeter import cli
+from ragmeter.cli import _progress
 from ragmeter.io.beir import read_beir_qrels
 from ragmeter.io.trec import write_trec_qrels
 
@@ -374,8 +375,8 @@ def test_serve_without_the_server_extra_names_the_pip_command(
 
 def test_progress_wrapper_yields_every_item(capsys: pytest.CaptureFixture[str]) -> None:
     items = list(range(1000))
-    assert list(cli._with_progress(iter(items), total=1000, enabled=True)) == items
-    assert list(cli._with_progress(iter(items), total=None, enabled=False)) == items
+    assert list(_progress.with_progress(iter(items), total=1000, enabled=True)) == items
+    assert list(_progress.with_progress(iter(items), total=None, enabled=False)) == items
 
 
 # ---------------------------------------------------------------- eval
@@ -565,7 +566,7 @@ def test_eval_with_progress_bar_gives_the_same_report(
     capsys: pytest.CaptureFixture[str], rag_eval_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, plain, _ = invoke(capsys, "eval", str(rag_eval_file), "-m", "faithfulness")
-    monkeypatch.setattr(cli, "_progress_wanted", lambda path, as_json: True)
+    monkeypatch.setattr(_progress, "wanted", lambda path, as_json: True)
     code, shown, _ = invoke(capsys, "eval", str(rag_eval_file), "-m", "faithfulness")
     assert code == 0
     assert shown == plain
@@ -579,14 +580,15 @@ def test_progress_only_on_a_terminal_for_large_files(
     small = tmp_path / "small.jsonl"
     small.write_text("{}\n")
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    assert cli._progress_wanted(big, as_json=False)
-    assert not cli._progress_wanted(big, as_json=True)
-    assert not cli._progress_wanted(small, as_json=False)
+    assert _progress.wanted(big, as_json=False)
+    assert not _progress.wanted(big, as_json=True)
+    assert not _progress.wanted(small, as_json=False)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
-    assert not cli._progress_wanted(big, as_json=False)
+    assert not _progress.wanted(big, as_json=False)
 
 
 def test_display_order_lists_every_builtin_metric() -> None:
+    from ragmeter.cli._options import DISPLAY_METRICS
     from ragmeter.metrics.registry import BUILTIN_METRICS
 
-    assert sorted(cli.DISPLAY_METRICS) == sorted(BUILTIN_METRICS)
+    assert sorted(DISPLAY_METRICS) == sorted(BUILTIN_METRICS)

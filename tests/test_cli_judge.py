@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ragmeter import cli
+from ragmeter.cli import _progress
 from ragmeter.judge import JudgeCache, default_cache_path
 
 SAMPLES = [
@@ -376,15 +377,15 @@ def test_progress_bar_only_on_a_terminal_and_never_with_json(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[bool] = []
-    real = cli._judge_progress
+    real = _progress.judge_progress
 
     def spy(enabled: bool) -> Any:
         seen.append(enabled)
         return real(enabled)
 
-    monkeypatch.setattr(cli, "_judge_progress", spy)
+    monkeypatch.setattr(_progress, "judge_progress", spy)
     assert env.eval("--judge", env.spec(), "--no-judge-cache").exit_code == 0  # not a TTY
-    monkeypatch.setattr(cli, "_stderr_is_tty", lambda: True)
+    monkeypatch.setattr(_progress, "stderr_is_tty", lambda: True)
     result = env.eval("--judge", env.spec(), "--no-judge-cache")
     assert result.exit_code == 0, result.stderr
     assert _json(env.eval("--judge", env.spec(), "--no-judge-cache", "--json"))
@@ -402,12 +403,12 @@ def test_progress_callback_drives_the_bar_to_the_total(monkeypatch: pytest.Monke
         real_update(self, task, **kw)
 
     monkeypatch.setattr(Progress, "update", record)
-    with cli._judge_progress(True) as progress:
+    with _progress.judge_progress(True) as progress:
         assert progress is not None
         progress(0, 4)
         progress(4, 4)
     assert updates[-1] == {"completed": 4, "total": 4}
-    with cli._judge_progress(False) as off:
+    with _progress.judge_progress(False) as off:
         assert off is None
 
 

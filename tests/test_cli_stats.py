@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ragmeter._cli_stats import register
+from ragmeter.cli.stats import register
 from ragmeter.datasets import load_cranfield_bm25_run
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.beir import read_beir_qrels
@@ -376,7 +376,7 @@ def test_the_commands_in_their_own_modules_never_vanish_silently() -> None:
 
     names = set(get_command(app).commands)  # type: ignore[attr-defined]
     assert {"compare", "gate", "stages"} <= names
-    hide = "import sys; sys.modules['ragmeter._cli_stats'] = None; import ragmeter.cli"
+    hide = "import sys; sys.modules['ragmeter.cli.stats'] = None; import ragmeter.cli"
     done = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True)
     assert done.returncode != 0
-    assert "ModuleNotFoundError: import of ragmeter._cli_stats halted" in done.stderr
+    assert "ModuleNotFoundError: import of ragmeter.cli.stats halted" in done.stderr

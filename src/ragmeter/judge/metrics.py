@@ -57,7 +57,7 @@ def parse_verdict(text: str) -> float:
     >>> parse_verdict("The answer is great!")
     Traceback (most recent call last):
     ...
-    ragmeter.judge.metrics.VerdictError: not a JSON verdict or a number: 'The answer is great!'
+    ragmeter.errors.VerdictError: not a JSON verdict or a number: 'The answer is great!'
     """
     stripped = text.strip()
     fenced = _FENCE.match(stripped)

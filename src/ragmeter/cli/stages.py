@@ -82,7 +82,7 @@ def stages_command(
 ) -> None:
     """Score every stage of captured samples (retrievers, fusion, rerankers, the context) and
     what each step gained or lost against what it consumed, with a paired CI."""
-    from ragmeter.cli import parse_k_values
+    from ragmeter.cli._options import parse_k_values
     from ragmeter.html import write_stage_report
     from ragmeter.io import read_qrels
     from ragmeter.io.jsonl import read_jsonl

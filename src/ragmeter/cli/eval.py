@@ -1,0 +1,332 @@
+"""``ragmeter eval``: score RAG samples from a JSONL file (judges optional)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ragmeter.cli import _progress
+from ragmeter.cli._app import CliError, _print_table, _stderr, app
+from ragmeter.cli._judges import (
+    _JUDGE_PANEL,
+    _judge_cache_path,
+    _judge_metric_names,
+    _judge_metrics,
+    _judge_options,
+    _make_judge,
+    _open_judge_cache,
+    _print_estimate,
+    _print_judge_summary,
+)
+from ragmeter.cli._options import JsonOpt, _existing_file, _split_list
+from ragmeter.cli._tables import _print_json, rag_table
+from ragmeter.errors import InvalidInputError, NoSamplesError
+
+if TYPE_CHECKING:
+    pass
+
+
+@app.command("eval")
+def eval_command(
+    data: Annotated[
+        Path, typer.Argument(help="JSONL file of samples (ragmeter or rag-eval fields).")
+    ],
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="Cut-off for retrieval metrics.")] = 5,
+    metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics",
+            "-m",
+            help="Metrics to compute (comma-separated or repeated); default: every metric "
+            "some sample can be scored on.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    skip_errors: Annotated[
+        bool,
+        typer.Option("--skip-errors", help="Skip malformed lines (counted) instead of failing."),
+    ] = False,
+    claims_only: Annotated[
+        bool,
+        typer.Option("--claims-only", help="Faithfulness only (no retrieval or other metrics)."),
+    ] = False,
+    input_price: Annotated[
+        float | None,
+        typer.Option(min=0, help="USD per million prompt tokens (for cost_usd)."),
+    ] = None,
+    output_price: Annotated[
+        float | None,
+        typer.Option(min=0, help="USD per million completion tokens (for cost_usd)."),
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="Add LLM-judged metrics with the judge a factory in your code returns "
+            "(MODULE:FACTORY or path/to/file.py:FACTORY, called with no arguments): a "
+            "ragmeter judge, or a LangChain / LlamaIndex / Haystack chat model.",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    judge_metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--judge-metrics",
+            help="Judge metrics: faithfulness, answer_relevancy, correctness; default: each "
+            "that some sample can be scored on.",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    judge_cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge-cache",
+            help="SQLite cache of judge calls (file or directory); default: the user cache "
+            "dir ($RAGMETER_CACHE_DIR, else ~/.cache/ragmeter).",
+            rich_help_panel=_JUDGE_PANEL,
+            show_default=False,
+        ),
+    ] = None,
+    no_judge_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-judge-cache", help="Call the judge for everything.", rich_help_panel=_JUDGE_PANEL
+        ),
+    ] = False,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Judge calls in flight at once.",
+            show_default="8",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    rpm: Annotated[
+        float | None,
+        typer.Option(
+            "--rpm", help="At most this many judge calls per minute.", rich_help_panel=_JUDGE_PANEL
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds per judge call.", show_default="60", rich_help_panel=_JUDGE_PANEL
+        ),
+    ] = None,
+    max_calls: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Stop after this many judge calls (the report is marked incomplete).",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Stop once the judge has used this many tokens (as the model reports them).",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Ask the judge N times per sample; the mean is the score, the spread is in "
+            "--json details.",
+            show_default="1",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print how many judge calls and input tokens the run would need; send nothing.",
+            rich_help_panel=_JUDGE_PANEL,
+        ),
+    ] = False,
+    per_sample_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--per-sample-out",
+            help="Write every sample's scores to FILE (.jsonl, .jsonl.gz or .parquet) as they "
+            "are computed; memory stays flat.",
+            show_default=False,
+        ),
+    ] = None,
+    keep_per_sample: Annotated[
+        bool,
+        typer.Option(
+            "--per-sample",
+            help="Put every sample's scores in the --json output (held in memory until the "
+            "end; for ragmeter gate/compare on a saved report).",
+        ),
+    ] = False,
+) -> None:
+    """Score RAG samples from a JSONL or Parquet file (rag-eval's `eval`, ragmeter's metrics).
+
+    The samples are streamed: memory does not grow with the file (per-sample scores go to
+    --per-sample-out, or into --json with --per-sample).
+    """
+    from ragmeter.evaluation.rag import evaluate_rag
+    from ragmeter.io.jsonl import read_jsonl
+    from ragmeter.io.scores import score_format, write_scores
+
+    _existing_file(data, "data")
+    if per_sample_out is not None:
+        try:
+            score_format(per_sample_out)
+        except InvalidInputError as exc:
+            raise CliError(f"--per-sample-out: {exc}") from None
+    parquet = data.name.lower().endswith((".parquet", ".pq"))
+    kind = "Parquet row" if parquet else "JSON object"
+    judge_only = {
+        "--judge-metrics": bool(judge_metrics),
+        "--judge-cache": judge_cache is not None,
+        "--no-judge-cache": no_judge_cache,
+        "--concurrency": concurrency is not None,
+        "--rpm": rpm is not None,
+        "--timeout": timeout is not None,
+        "--max-calls": max_calls is not None,
+        "--max-tokens": max_tokens is not None,
+        "--repeats": repeats is not None,
+        "--dry-run": dry_run,
+    }
+    if judge is None:
+        given = [name for name, on in judge_only.items() if on]
+        if given:
+            raise CliError(f"{given[0]} only applies to LLM judges: add --judge MODULE:FACTORY")
+    names = _split_list(metrics)
+    if claims_only:
+        if names and names != ["faithfulness"]:
+            raise CliError(
+                "--claims-only scores faithfulness only; drop --metrics or --claims-only"
+            )
+        names = ["faithfulness"]
+    prices = None
+    if input_price is not None or output_price is not None:
+        if input_price is None or output_price is None:
+            raise CliError("cost_usd needs both --input-price and --output-price")
+        prices = {"input": input_price, "output": output_price}
+    elif "cost_usd" in names:
+        raise CliError(
+            "--metrics cost_usd needs token prices: add --input-price and --output-price "
+            "(USD per million prompt / completion tokens)"
+        )
+    reader: Any
+    if parquet:
+        from ragmeter.io.arrow import read_parquet
+
+        reader = read_parquet(data, skip_errors=skip_errors)
+    else:
+        reader = read_jsonl(data, skip_errors=skip_errors)
+    enabled = _progress.wanted(data, as_json)
+    total = None
+    if enabled:
+        if parquet:
+            total = reader.num_rows
+        elif data.suffix != ".gz":
+            total = _progress.count_lines(data)
+    samples = _progress.with_progress(reader, total=total, enabled=enabled)
+    judge_keys: list[str] = []
+    cache_path: Path | None = None
+    if judge is not None:
+        judge_names = _judge_metric_names(judge_metrics)
+        options = _judge_options(concurrency, rpm, timeout, max_calls, max_tokens)
+        cache_path = _judge_cache_path(judge_cache, no_judge_cache)
+        the_judge = _make_judge(judge)
+        try:
+            loaded = list(samples)  # judge mode needs them twice: to choose, then to score
+        finally:
+            samples.close()
+        if not loaded:
+            raise NoSamplesError(
+                f"{data}: no samples to score: the file holds no {kind} "
+                + ("" if parquet else "(JSONL = one JSON object per line)")
+            )
+        judged, notes = _judge_metrics(the_judge, judge_names, repeats or 1, loaded)
+        judge_keys = [m.name for m in judged]
+        err = _stderr()
+        if dry_run:
+            from ragmeter.judge.runner import estimate_judges
+            from ragmeter.schema import coerce_sample
+
+            cache = _open_judge_cache(cache_path, create=False)
+            try:
+                coerced = [coerce_sample(s, index=i) for i, s in enumerate(loaded)]
+                estimate = estimate_judges(coerced, judged, cache=cache)
+            finally:
+                if cache is not None:
+                    cache.close()
+            _print_estimate(estimate, cache_path, as_json=as_json)
+            return
+        for note in notes:
+            err.print(f"not computed: {note}", markup=False, style="dim")
+        from ragmeter.evaluation.judged import evaluate_with_judges
+
+        cache = _open_judge_cache(cache_path)
+        try:
+            with _progress.judge_progress(not as_json and _progress.stderr_is_tty()) as progress:
+                report = evaluate_with_judges(
+                    loaded,
+                    judge_metrics=judged,
+                    other_metrics=names or None,
+                    evaluate=evaluate_rag,
+                    judge_cache=cache,
+                    judge_options=options,
+                    progress=progress,
+                    k=k,
+                    prices=prices,
+                )
+        finally:
+            if cache is not None:
+                cache.close()
+        if per_sample_out is not None:
+            write_scores(report, per_sample_out)
+            report.extra["per_sample_file"] = str(per_sample_out)
+    else:
+        keep: Any = per_sample_out if per_sample_out is not None else keep_per_sample
+        try:
+            report = evaluate_rag(
+                samples, metrics=names or None, k=k, prices=prices, per_sample=keep
+            )
+        except NoSamplesError:
+            what = "rows" if parquet else "lines"
+            note = f" ({len(reader.skipped)} malformed {what} skipped)" if reader.skipped else ""
+            raise NoSamplesError(
+                f"{data}: no samples to score: the file holds no {kind}{note}"
+                + ("" if parquet else " (JSONL = one JSON object per line)")
+            ) from None
+        finally:
+            samples.close()  # stops the progress bar at once, also on an error
+    skipped = list(reader.skipped)
+    report.skipped_lines = len(skipped)
+    if as_json:
+        _print_json(report)
+        return
+    heading = f"RAG evaluation: {report.n_samples} samples"
+    if report.skipped_lines:
+        heading += f" ({report.skipped_lines} malformed lines skipped)"
+    _print_table(rag_table(report), heading)
+    if judge_keys:
+        _print_judge_summary(report, judge_keys, cache_path)
+    err = _stderr()
+    unit = "row" if parquet else "line"
+    for line, message in skipped[:20]:
+        err.print(f"skipped {unit} {line}: {message}", markup=False)
+    if len(skipped) > 20:
+        err.print(f"... and {len(skipped) - 20} more skipped {unit}s", markup=False)
+    for reason in dict(report.extra.get("not_computed") or {}).values():
+        err.print(f"not computed: {reason}", markup=False, style="dim")
+    for warning in report.warnings:
+        if report.incomplete and warning.startswith("incomplete:"):
+            continue  # said under the table already
+        err.print(f"warning: {warning}", markup=False)
+
+
+# --------------------------------------------------------------------------- report

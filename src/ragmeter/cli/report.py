@@ -1,0 +1,207 @@
+"""``ragmeter report``: score a file and print or write its report (text, JSON, HTML)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ragmeter.cli._app import CliError, _stderr, app
+from ragmeter.cli._options import (
+    _DEFAULT_K,
+    DISPLAY_METRICS,
+    LevelOpt,
+    MetricsOpt,
+    MissingOpt,
+    _existing_file,
+    _split_list,
+    parse_k_values,
+)
+from ragmeter.errors import NoSamplesError, RagmeterError
+from ragmeter.evaluation.retrieval import evaluate_run
+from ragmeter.io.trec import read_trec_run
+
+if TYPE_CHECKING:
+    from ragmeter.schema import RagSample
+
+
+@app.command("report")
+def report_command(
+    html: Annotated[
+        Path,
+        typer.Option(
+            "--html",
+            help="Write the report here: one self-contained HTML file (works offline).",
+            show_default=False,
+        ),
+    ],
+    data: Annotated[
+        Path | None,
+        typer.Argument(
+            help="JSONL sample file (a RAG report); omit it and give --qrels and --run for a "
+            "retrieval report.",
+            show_default=False,
+        ),
+    ] = None,
+    qrels: Annotated[
+        Path | None,
+        typer.Option(
+            "--qrels",
+            help="Qrels: TREC, BEIR TSV, or a BEIR directory (whose queries and corpus are "
+            "then shown too).",
+            show_default=False,
+        ),
+    ] = None,
+    run: Annotated[
+        Path | None, typer.Option("--run", "-r", help="TREC run file.", show_default=False)
+    ] = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries",
+            help="Query texts: a BEIR directory, queries.jsonl, or a TSV 'id<TAB>text'.",
+            show_default=False,
+        ),
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--corpus",
+            help="Document texts for snippets: a BEIR directory or corpus.jsonl.",
+            show_default=False,
+        ),
+    ] = None,
+    k: Annotated[
+        str | None,
+        typer.Option(
+            "--k",
+            "-k",
+            help="Retrieval: comma-separated cut-offs (default 1,3,5,10,20,100). Samples: the "
+            "cut-off of the retrieval metrics (default 5).",
+            show_default=False,
+        ),
+    ] = None,
+    metrics: MetricsOpt = None,
+    relevance_level: LevelOpt = None,
+    missing_queries: MissingOpt = "zero",
+    skip_errors: Annotated[
+        bool,
+        typer.Option("--skip-errors", help="Samples: skip malformed lines (counted)."),
+    ] = False,
+    depth: Annotated[
+        int, typer.Option("--depth", min=1, help="Ranked docs (or retrieved ids) shown per item.")
+    ] = 10,
+    title: Annotated[str | None, typer.Option("--title", help="Page title.")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="Dataset name for the header.")
+    ] = None,
+    system: Annotated[
+        str | None,
+        typer.Option("--system", help="System name for the header (default: the file's name)."),
+    ] = None,
+) -> None:
+    """Write an HTML report: plots, a sortable per-query table and drill-down, one file."""
+    from ragmeter.html import write_rag_report, write_retrieval_report
+    from ragmeter.html._inputs import beir_texts, load_texts
+
+    if data is not None:
+        if qrels is not None or run is not None or queries is not None or corpus is not None:
+            raise CliError(
+                "give either a JSONL sample file (RAG report) or --qrels and --run (retrieval "
+                "report), not both; --queries and --corpus go with --qrels and --run"
+            )
+        from ragmeter.evaluation.rag import evaluate_rag
+        from ragmeter.io.jsonl import read_jsonl
+
+        _existing_file(data, "data")
+        cut_off = 5
+        if k is not None:
+            ks = parse_k_values(k)
+            if len(ks) != 1:
+                raise CliError(f"--k takes one cut-off for a sample file, got {k!r}")
+            cut_off = ks[0]
+        reader = read_jsonl(data, skip_errors=skip_errors)
+        samples = list(reader)
+        if not samples:
+            raise NoSamplesError(f"{data}: no samples to report: the file holds no JSON object")
+        rag = evaluate_rag(samples, metrics=_split_list(metrics) or None, k=cut_off)
+        rag.skipped_lines = len(reader.skipped)
+        staged, stage_notes = _stage_report(samples)
+        written = write_rag_report(
+            rag,
+            html,
+            samples=samples,
+            title=title,
+            dataset=dataset,
+            system=system or data.stem,
+            depth=depth,
+            stages=staged,
+        )
+        what = f"{rag.n_samples} samples" + (f", {len(staged.rows)} stages" if staged else "")
+        warnings = [*rag.warnings, *stage_notes]
+    else:
+        if qrels is None or run is None:
+            raise CliError(
+                "ragmeter report needs a JSONL sample file, or --qrels and --run for a TREC run"
+            )
+        if not qrels.exists():
+            raise CliError(f"qrels file not found: {qrels}")
+        if missing_queries not in ("zero", "skip"):
+            raise CliError(f"--missing-queries must be 'zero' or 'skip', got {missing_queries!r}")
+        from ragmeter.io import read_qrels as read_any_qrels
+
+        judged = read_any_qrels(qrels)
+        ranked = read_trec_run(_existing_file(run, "run"))
+        scored = evaluate_run(
+            judged,
+            ranked,
+            k_values=parse_k_values(k or _DEFAULT_K),
+            metrics=_split_list(metrics) or list(DISPLAY_METRICS),
+            relevance_level=relevance_level,
+            missing_queries="skip" if missing_queries == "skip" else "zero",
+        )
+        texts = load_texts(queries, "queries") if queries is not None else None
+        docs = load_texts(corpus, "corpus") if corpus is not None else None
+        if qrels.is_dir():  # a BEIR directory brings its own texts
+            texts = texts if texts is not None else beir_texts(qrels, "queries")
+            docs = docs if docs is not None else beir_texts(qrels, "corpus")
+        if queries is not None and queries.is_dir() and docs is None:
+            docs = beir_texts(queries, "corpus")
+        written = write_retrieval_report(
+            scored,
+            html,
+            run=ranked,
+            qrels=judged,
+            queries=texts,
+            corpus=docs,
+            title=title,
+            dataset=dataset or (qrels.name if qrels.is_dir() else None),
+            system=system or run.stem,
+            depth=depth,
+        )
+        what = f"{len(scored.per_query)} queries"
+        warnings = list(scored.warnings)
+    size = written.stat().st_size
+    typer.echo(f"wrote {written} ({size / 1e6:.1f} MB, {what})")
+    err = _stderr()
+    for warning in warnings:
+        err.print(f"warning: {warning}", markup=False)
+
+
+def _stage_report(samples: Sequence[RagSample]) -> tuple[Any, list[str]]:
+    """The stage table of samples that carry stages and relevance (``None`` otherwise), and
+    the warnings that say why there is none or come with it."""
+    if not any(s.stages for s in samples):
+        return None, []
+    from ragmeter.stages import evaluate_stages
+
+    try:
+        report = evaluate_stages(samples)
+    except RagmeterError as exc:
+        return None, [f"the samples carry stages, but no stage table could be made: {exc}"]
+    return report, list(report.warnings)
+
+
+# --------------------------------------------------------------------------- serve
