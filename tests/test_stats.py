@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from ragmeter import stats
 from ragmeter.errors import InvalidInputError
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
-from ragmeter.stats import compare, compare_many, gate, holm_bonferroni
+from ragmeter.stats import _resampling, compare, compare_many, gate, holm_bonferroni
 
 
 def _as_map(values: np.ndarray, prefix: str = "q") -> dict[str, float]:
@@ -130,7 +129,7 @@ def test_bootstrap_interval_equals_scipy_percentile_with_same_seed(n: int, seed:
 def test_bootstrap_in_blocks_draws_the_same_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = _pair(37, 0.02, 9)  # odd size: blocks of 3 x 37 values
     whole = compare(_as_map(a), _as_map(b), n=1_000, seed=4, test="bootstrap")
-    monkeypatch.setattr(stats, "_CHUNK_ELEMENTS", 3 * 37)
+    monkeypatch.setattr(_resampling, "_CHUNK_ELEMENTS", 3 * 37)
     blocks = compare(_as_map(a), _as_map(b), n=1_000, seed=4, test="bootstrap")
     assert (blocks.ci_low, blocks.ci_high, blocks.p_value) == (
         whole.ci_low,
@@ -168,7 +167,7 @@ def test_t_test_matches_scipy_ttest_rel(n: int, shift: float, seed: int) -> None
 @pytest.mark.parametrize("t", [0.001, 0.5, 1.0, 2.5, 6.0, 40.0, -3.0])
 def test_student_t_tail_matches_scipy(t: float, df: float) -> None:
     expected = 2 * sps.t.sf(abs(t), df)
-    assert stats._student_t_two_sided(t, df) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    assert _resampling._student_t_two_sided(t, df) == pytest.approx(expected, rel=1e-9, abs=1e-300)
 
 
 def test_t_test_with_constant_differences() -> None:

@@ -1,0 +1,54 @@
+"""Is the winner real? Paired comparison of two systems, query by query.
+
+Two systems scored on the same queries give two numbers per query. :func:`compare` pairs
+them by query id and asks whether the mean difference is larger than the query-to-query
+noise, the way IR evaluation does it (Smucker, Allan & Carterette, CIKM 2007):
+
+* ``mean_diff`` is always **b minus a** (``a`` the baseline, ``b`` the candidate), in the
+  metric's own units, whatever the metric's direction;
+* ``ci_low``/``ci_high`` is a paired bootstrap percentile interval of that mean;
+* ``p_value`` is two-sided, from a paired randomization (sign-flip) test by default, a
+  paired bootstrap test, or a paired t-test;
+* ``wins``/``ties``/``losses`` count queries where ``b`` is better / equal / worse, taking
+  the metric's direction into account (lower latency is a win).
+
+:func:`compare_many` compares several systems against one baseline with Holm–Bonferroni
+adjusted p-values; :func:`gate` turns a comparison into a pass/fail regression decision.
+NumPy is imported only when a comparison runs, so ``import ragmeter`` stays light.
+
+One idea per module: ``_compare`` (two systems), ``_resampling`` (the tests and
+intervals), ``_many`` (several systems, Holm-Bonferroni), ``_gate`` (pass/fail); no
+rendering here (pages are written by :mod:`ragmeter.html`).
+"""
+
+from __future__ import annotations
+
+from ragmeter.stats._base import (
+    PRIMARY_RETRIEVAL_METRIC,
+    TESTS,
+    TIE_TOLERANCE,
+    Comparable,
+    OnMissing,
+    TestName,
+)
+from ragmeter.stats._compare import CompareResult, QueryChange, compare
+from ragmeter.stats._gate import GateResult, gate
+from ragmeter.stats._many import ComparisonRow, ComparisonTable, compare_many, holm_bonferroni
+
+__all__ = [
+    "PRIMARY_RETRIEVAL_METRIC",
+    "TESTS",
+    "TIE_TOLERANCE",
+    "Comparable",
+    "CompareResult",
+    "ComparisonRow",
+    "ComparisonTable",
+    "GateResult",
+    "OnMissing",
+    "QueryChange",
+    "TestName",
+    "compare",
+    "compare_many",
+    "gate",
+    "holm_bonferroni",
+]
