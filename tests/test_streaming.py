@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from ragmeter.aggregate import Distribution, ExactSum, StreamKeys, summarize_values
 from ragmeter.errors import InvalidInputError
-from ragmeter.evaluation.rag import _exact_mean, evaluate_rag
+from ragmeter.evaluation._rag_rules import _exact_mean
+from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.io.jsonl import read_jsonl, write_jsonl
 from ragmeter.io.scores import read_scores
 from ragmeter.report import DistributionSummary, RagEvalReport

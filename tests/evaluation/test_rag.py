@@ -20,7 +20,8 @@ from rag_eval.retrieval import precision_at_k as rag_eval_precision_at_k
 
 from ragmeter.capture import SampleStore
 from ragmeter.errors import InvalidInputError, UnknownMetricError
-from ragmeter.evaluation.rag import DEFAULT_METRICS, SEED_METRICS, _exact_mean, evaluate_rag
+from ragmeter.evaluation._rag_rules import _exact_mean
+from ragmeter.evaluation.rag import DEFAULT_METRICS, SEED_METRICS, evaluate_rag
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.jsonl import read_jsonl
 from ragmeter.metrics.base import RagMetric

@@ -28,13 +28,8 @@ from ragmeter.dask._collections import (
     task_prefix,
 )
 from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
-from ragmeter.evaluation.rag import (
-    RagPartial,
-    _resolve,
-    _split_judges,
-    rag_partial,
-    rag_report,
-)
+from ragmeter.evaluation._rag_rules import _resolve, _split_judges
+from ragmeter.evaluation.rag import RagPartial, rag_partial, rag_report
 from ragmeter.metrics.base import RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
 from ragmeter.schema import RagSample, SampleKeys, coerce_sample, sample_keys
