@@ -184,25 +184,34 @@ def test_100k_generated_samples_on_two_workers(client: Client) -> None:
 # --------------------------------------------------------------------------- a killed worker
 
 
-def _slow(marks: str, make: Any, part: list[Any]) -> list[Any]:
-    """Build one partition slowly, leaving start and done marks named after this process."""
+HANG = 120.0  # seconds: a wait this long means a hang; no pass or fail depends on speed
+
+
+def _held(marks: str, make: Any, part: list[Any]) -> list[Any]:
+    """Build one partition, leaving start and done marks named after this process; in
+    between, wait for the test's ``go`` mark (the test kills a worker while it waits)."""
     token = f"{part[0]}-{os.getpid()}-{uuid.uuid4().hex}"
     Path(marks, f"start-{token}").touch()
-    time.sleep(0.6)
+    deadline = time.monotonic() + HANG
+    while not Path(marks, "go").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no go mark within {HANG:g} s")
+        time.sleep(0.01)
     items = make(part)
     Path(marks, f"done-{token}").touch()
     return list(items)
 
 
 def _kill_one_mid_task(marks: Path, pids: set[int]) -> tuple[int, str]:
-    """SIGKILL a worker while it is inside a partition; returns (pid, partition)."""
-    deadline = time.monotonic() + 60
+    """SIGKILL a worker while it is inside a partition (held there: no ``go`` mark yet);
+    returns (pid, partition)."""
+    assert not (marks / "go").exists()
+    deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         for mark in sorted(marks.glob("start-*")):
             part, pid, _ = mark.name.removeprefix("start-").split("-")
-            fresh = time.time() - mark.stat().st_mtime < 0.3  # well inside its 0.6 s
-            done = (marks / mark.name.replace("start-", "done-")).exists()
-            if int(pid) in pids and fresh and not done:
+            if int(pid) in pids:
+                assert not (marks / mark.name.replace("start-", "done-")).exists()
                 os.kill(int(pid), signal.SIGKILL)
                 return int(pid), part
         time.sleep(0.01)
@@ -227,7 +236,7 @@ def test_a_worker_killed_mid_run_is_replaced_and_nothing_is_lost_or_counted_twic
     if kind == "rag":
         samples = [s for p in range(12) for s in _generate(p, 1500)]
         expected: Any = ragmeter.evaluate_rag(samples, metrics=RAG_METRICS)
-        make = partial(_slow, str(marks), lambda part: _generate(part[0], 1500))
+        make = partial(_held, str(marks), lambda part: _generate(part[0], 1500))
         bag = db.from_sequence(range(12), npartitions=12).map_partitions(make)
 
         def evaluate() -> Any:
@@ -241,7 +250,7 @@ def test_a_worker_killed_mid_run_is_replaced_and_nothing_is_lost_or_counted_twic
         expected = ragmeter.evaluate_run(qrels, dict(run))
         items = list(run.items())
         chunks = [items[i::12] for i in range(12)]
-        make = partial(_slow, str(marks), lambda part: chunks[part[0]])
+        make = partial(_held, str(marks), lambda part: chunks[part[0]])
         bag = db.from_sequence(range(12), npartitions=12).map_partitions(make)
 
         def evaluate() -> Any:
@@ -249,7 +258,10 @@ def test_a_worker_killed_mid_run_is_replaced_and_nothing_is_lost_or_counted_twic
 
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(evaluate)
-        killed, part = _kill_one_mid_task(marks, pids)
+        try:
+            killed, part = _kill_one_mid_task(marks, pids)
+        finally:
+            (marks / "go").touch()  # the partitions go on; the killed one is redone elsewhere
         got = future.result(timeout=180)
     assert got == expected  # every number, per-item score and warning: nothing lost or doubled
     assert got.to_json() == expected.to_json()

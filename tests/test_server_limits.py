@@ -148,16 +148,36 @@ def test_parsing_validation_scoring_and_rendering_run_off_the_event_loop(
 # ------------------------------------------------------------------ (d) the time budget
 
 
+class Clock:
+    """Stands for the ``time`` module in ragmeter.server: ``monotonic()`` is a clock that
+    moves only when the test moves it, so the time budget is spent by the samples alone."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+SAMPLE_SECONDS = 0.04  # by the clock, per sample in the slow latency_ms
+
+
 @pytest.fixture
 def slow_latency(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """``latency_ms`` takes 20 ms per sample and records the ids it scored."""
+    """``latency_ms`` takes 40 ms per sample of the server's clock and records the ids it
+    scored."""
+    clock = Clock()
     scored: list[str] = []
 
     def score(self: LatencyMs, sample: RagSample) -> float | None:
-        time.sleep(0.02)
+        clock.now += SAMPLE_SECONDS
         scored.append(sample.id)
         return sample.latency_ms
 
+    monkeypatch.setattr(server_module, "time", clock)
     monkeypatch.setattr(LatencyMs, "score", score)
     return scored
 
@@ -166,13 +186,15 @@ def test_a_request_over_the_time_budget_is_503_and_scoring_stops(
     slow_latency: list[str],
 ) -> None:
     client = TestClient(create_app(score_timeout=0.3))
-    samples = [{"id": f"s{i}", "latency_ms": i} for i in range(300)]  # 6 s of work
+    samples = [{"id": f"s{i}", "latency_ms": i} for i in range(300)]  # 12 s of work
     response = client.post("/evaluate", json={"samples": samples, "metrics": ["latency_ms"]})
     assert response.status_code == 503, response.text
     assert "0.3 s" in response.json()["detail"]
     assert "fewer samples" in response.json()["detail"]
-    # stopped between samples, long before the end (a sample takes 20 ms, the budget 300 ms)
-    assert 0 < len(slow_latency) < 150
+    # stopped between samples, at the first check past the budget: after 8 samples (320 ms;
+    # 7 took 280 ms), long before the end
+    assert slow_latency == [f"s{i}" for i in range(8)]
+    assert "scoring stopped after 8 of 300 samples" in response.json()["detail"]
     slow_latency.clear()
     ok = client.post("/evaluate", json={"samples": samples[:3], "metrics": ["latency_ms"]})
     assert ok.status_code == 200 and len(slow_latency) == 3

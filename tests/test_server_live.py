@@ -4,6 +4,9 @@ request is scored, requests over the cap get 429, and a client that hangs up sto
 
 Timing bounds here are generous (the machine is shared): they tell "stops / answers" from
 "hangs for ever", never fast from slow. Measured speeds are in benchmarks/bench_server.py.
+Where a test needs the server to be in the middle of some work, the test server holds the
+work there until the test lets it go (``Server.hold``, ``Server.release``), and the test
+waits for the server's own signals (``Server.events``, its log), not for time to pass.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,29 +36,82 @@ pytestmark = pytest.mark.slow  # live servers (about 20 s in all)
 
 TESTS = Path(__file__).parent
 SLOW_SECONDS = 0.02  # per sample, in the slow server's latency_ms
+HANG = 120.0  # seconds: a wait this long means a hang; no pass or fail depends on speed
+PHASES = ("parse", "validate", "score")  # of an /evaluate request, held by the gated server
 
 
 # ------------------------------------------------------------------ the server under test
 
 
+def _note(event: str) -> None:  # pragma: no cover - runs in the server process
+    """Append ``event`` to the file named by ``RAGMETER_TEST_EVENTS`` (``Server.events``)."""
+    with Path(os.environ["RAGMETER_TEST_EVENTS"]).open("a") as out:
+        out.write(event + "\n")
+
+
+def _wait_for_file(path: Path, *, present: bool) -> None:  # pragma: no cover - in the server
+    while path.exists() != present:
+        time.sleep(0.01)
+
+
 def serve_slow() -> None:  # pragma: no cover - runs in the server process
-    """Entry point of the slow test server: ``latency_ms`` takes 20 ms per sample and appends
-    each scored sample id to the file named by ``RAGMETER_TEST_PROGRESS``; options (JSON) are
-    ``sys.argv[1]``, passed to :func:`ragmeter.server.run`."""
+    """Entry point of the slow test server: ``latency_ms`` takes 20 ms per sample, notes
+    ``scored <id>`` for each sample, then waits while the file named by
+    ``RAGMETER_TEST_HOLD`` exists (``Server.hold``); a client hang-up seen by the server is
+    noted ``disconnect noticed``. Options (JSON) are ``sys.argv[1]``, passed to
+    :func:`ragmeter.server.run`."""
+    from ragmeter import server
     from ragmeter.metrics.operational import LatencyMs
     from ragmeter.schema import RagSample
-    from ragmeter.server import run
 
-    progress = Path(os.environ["RAGMETER_TEST_PROGRESS"])
+    hold = Path(os.environ["RAGMETER_TEST_HOLD"])
 
     def score(self: LatencyMs, sample: RagSample) -> float | None:
         time.sleep(SLOW_SECONDS)
-        with progress.open("a") as out:
-            out.write(sample.id + "\n")
+        _note(f"scored {sample.id}")
+        _wait_for_file(hold, present=False)
         return sample.latency_ms
 
+    watch = server._watch_disconnect
+
+    async def watch_and_note(receive: Any, stop: Any) -> None:
+        await watch(receive, stop)  # returns when the client hung up (else it is cancelled)
+        _note("disconnect noticed")
+
     LatencyMs.score = score  # type: ignore[method-assign]
-    run(**json.loads(sys.argv[1]))
+    server._watch_disconnect = watch_and_note
+    server.run(**json.loads(sys.argv[1]))
+
+
+def serve_gated() -> None:  # pragma: no cover - runs in the server process
+    """Entry point of the gated test server: each phase of an ``/evaluate`` request's work
+    (``PHASES``: parsing, validation, scoring) notes ``<phase> <k>`` (its k-th time, from 0)
+    as it begins, does its work, and only returns once the test has released it
+    (``Server.release``). Options (JSON) are ``sys.argv[1]``, passed to
+    :func:`ragmeter.server.run`."""
+    from ragmeter import server
+
+    hold = Path(os.environ["RAGMETER_TEST_HOLD"])
+    counts: Counter[str] = Counter()
+
+    def gated(phase: str, work: Callable[..., Any]) -> Callable[..., Any]:
+        def held(*args: Any, **kwargs: Any) -> Any:
+            k = counts[phase]
+            counts[phase] += 1
+            _note(f"{phase} {k}")
+            result = work(*args, **kwargs)
+            _wait_for_file(Path(f"{hold}.{phase}-{k}.go"), present=True)
+            return result
+
+        return held
+
+    validate = server.EvaluateRequest.model_validate.__func__  # type: ignore[attr-defined]
+    server._parse = gated("parse", server._parse)
+    server.EvaluateRequest.model_validate = classmethod(  # type: ignore[method-assign,assignment]
+        gated("validate", validate)
+    )
+    server.evaluate_rag = gated("score", server.evaluate_rag)
+    server.run(**json.loads(sys.argv[1]))
 
 
 def _free_port() -> int:
@@ -63,21 +121,30 @@ def _free_port() -> int:
 
 
 class Server:
-    """A server process on a free port; ``log`` holds its output."""
+    """A server process on a free port; ``log`` holds its output. ``slow`` runs
+    :func:`serve_slow`, ``gated`` :func:`serve_gated`, neither ``ragmeter serve``."""
 
-    def __init__(self, tmp_path: Path, options: dict[str, Any], *, slow: bool = False) -> None:
+    def __init__(
+        self, tmp_path: Path, options: dict[str, Any], *, slow: bool = False, gated: bool = False
+    ) -> None:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / f"server-{self.port}.log"
-        self.progress = tmp_path / f"progress-{self.port}.txt"
-        env = dict(os.environ, RAGMETER_TEST_PROGRESS=str(self.progress))
-        if slow:
+        self.events_file = tmp_path / f"events-{self.port}.txt"
+        self.hold = tmp_path / f"hold-{self.port}"
+        env = dict(
+            os.environ,
+            RAGMETER_TEST_EVENTS=str(self.events_file),
+            RAGMETER_TEST_HOLD=str(self.hold),
+        )
+        if slow or gated:
             env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
             settings = {"host": "127.0.0.1", "port": self.port, **options}
+            entry = "serve_slow" if slow else "serve_gated"
             command = [
                 sys.executable,
                 "-c",
-                "import test_server_live as t; t.serve_slow()",
+                f"import test_server_live as t; t.{entry}()",
                 json.dumps(settings),
             ]
         else:
@@ -96,10 +163,34 @@ class Server:
         self.stop()
         raise AssertionError(f"no answer on /health within 60 s: {self.log.read_text()}")
 
+    def events(self) -> list[str]:
+        """What the test server noted so far, in order."""
+        return self.events_file.read_text().splitlines() if self.events_file.exists() else []
+
+    def scored_ids(self) -> list[str]:
+        """The ids of the samples the slow server has scored, in order."""
+        return [e.removeprefix("scored ") for e in self.events() if e.startswith("scored ")]
+
     def scored(self) -> int:
-        return len(self.progress.read_text().split()) if self.progress.exists() else 0
+        return len(self.scored_ids())
+
+    def wait_until(self, condition: Callable[[], bool], what: str) -> None:
+        """Wait for ``condition``; only a hang (``HANG`` s) ends the wait, as a failure."""
+        deadline = time.monotonic() + HANG
+        while not condition():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{what}: not seen within {HANG:g} s\n{self.log.read_text()}")
+            time.sleep(0.01)
+
+    def wait_for_event(self, event: str) -> None:
+        self.wait_until(lambda: event in self.events(), repr(event))
+
+    def release(self, phase: str, k: int) -> None:
+        """Let the gated server's ``phase`` of its ``k``-th request return."""
+        Path(f"{self.hold}.{phase}-{k}.go").touch()
 
     def stop(self) -> None:
+        self.hold.unlink(missing_ok=True)  # held work may end
         self.proc.terminate()
         try:
             self.proc.wait(timeout=15)
@@ -112,8 +203,8 @@ class Server:
 def start(tmp_path: Path) -> Iterator[Any]:
     servers: list[Server] = []
 
-    def start(slow: bool = False, **options: Any) -> Server:
-        server = Server(tmp_path, options, slow=slow)
+    def start(slow: bool = False, gated: bool = False, **options: Any) -> Server:
+        server = Server(tmp_path, options, slow=slow, gated=gated)
         servers.append(server)
         return server
 
@@ -127,6 +218,16 @@ def _raw(port: int, data: bytes = b"") -> socket.socket:
     if data:
         sock.sendall(data)
     return sock
+
+
+def _raw_post(port: int, payload: dict[str, Any]) -> socket.socket:
+    """A connection that has sent a whole POST /evaluate of ``payload`` (and reads nothing)."""
+    body = json.dumps(payload).encode()
+    head = (
+        b"POST /evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    )
+    return _raw(port, head + body)
 
 
 def _closed_by_server(sock: socket.socket, within: float) -> tuple[bool, bytes]:
@@ -227,39 +328,36 @@ def _big_payload(target: int) -> bytes:
 
 
 def test_health_answers_while_a_10_mib_request_is_scored(start: Any) -> None:
-    server = start()
+    # The gated server holds each phase of the big request's work (parsing, validation,
+    # scoring) until the test lets it go, and the test lets it go only once a /health sent
+    # after the phase began has been answered: /health is never stuck behind the big request
+    # (before: its parsing and validation ran on the event loop, so /health would wait for
+    # ever here). Limits out of the way: the held phases spend the request's time budget.
+    server = start(gated=True, score_timeout=3600, body_timeout=3600)
     body = _big_payload(10 * 1024 * 1024 - 200)
     assert len(body) <= 10 * 1024 * 1024
-    done = threading.Event()
-    latencies: list[float] = []
-
-    def poll() -> None:
-        with httpx.Client(base_url=server.base, timeout=30) as client:
-            client.get("/health")
-            while not done.is_set():
-                began = time.perf_counter()
-                assert client.get("/health").status_code == 200
-                latencies.append(time.perf_counter() - began)
-                time.sleep(0.01)
-
-    poller = threading.Thread(target=poll)
-    poller.start()
-    try:
-        for _ in range(2):
-            response = httpx.post(
-                f"{server.base}/evaluate",
-                content=body,
-                headers={"content-type": "application/json"},
-                timeout=300,
+    headers = {"content-type": "application/json"}
+    with ThreadPoolExecutor(1) as pool:
+        for k in range(2):
+            big = pool.submit(
+                httpx.post, f"{server.base}/evaluate", content=body, headers=headers, timeout=300
             )
+            try:
+                for phase in PHASES:
+                    server.wait_for_event(f"{phase} {k}")
+                    # sent while the big request is in this phase, which it cannot leave
+                    # before the release below: a loop blocked by the work would never answer
+                    health = httpx.get(f"{server.base}/health", timeout=HANG)
+                    assert health.status_code == 200
+                    assert not big.done(), "the big request ended while one of its phases was held"
+                    server.release(phase, k)
+            finally:
+                for phase in PHASES:
+                    server.release(phase, k)
+            response = big.result()
             assert response.status_code == 200, response.text[:300]
-    finally:
-        done.set()
-        poller.join()
     assert response.json()["n_samples"] > 5000
-    # generous: /health is never stuck behind the big request (before: its parsing and
-    # validation ran on the event loop); the measured p99 is in benchmarks/bench_server.py
-    assert latencies and max(latencies) < 2.0, sorted(latencies)[-5:]
+    assert server.events() == [f"{phase} {k}" for k in range(2) for phase in PHASES]
 
 
 # ------------------------------------------------------------------ (c) the concurrency cap
@@ -270,21 +368,24 @@ def test_requests_over_the_cap_get_429_with_retry_after(start: Any) -> None:
     results: list[httpx.Response] = []
 
     def slow_request() -> None:
-        results.append(httpx.post(f"{server.base}/evaluate", json=_slow_samples(100), timeout=60))
+        results.append(httpx.post(f"{server.base}/evaluate", json=_slow_samples(100), timeout=HANG))
 
+    server.hold.touch()  # the first request scores one sample, then keeps its slot
     first = threading.Thread(target=slow_request)
     first.start()
-    deadline = time.monotonic() + 30
-    while server.scored() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.scored() > 0, server.log.read_text()
-    refused = httpx.post(f"{server.base}/evaluate", json=_slow_samples(1), timeout=30)
-    assert refused.status_code == 429, refused.text
-    assert int(refused.headers["retry-after"]) >= 1
-    assert "at most 1" in refused.json()["detail"]
-    assert httpx.get(f"{server.base}/health", timeout=10).status_code == 200  # never gated
-    first.join(timeout=60)
+    try:
+        server.wait_until(lambda: server.scored() > 0, "the first request scoring")
+        refused = httpx.post(f"{server.base}/evaluate", json=_slow_samples(1), timeout=HANG)
+        assert refused.status_code == 429, refused.text
+        assert int(refused.headers["retry-after"]) >= 1
+        assert "at most 1" in refused.json()["detail"]
+        assert httpx.get(f"{server.base}/health", timeout=HANG).status_code == 200  # never gated
+        assert not results, "the first request ended while it was held"
+    finally:
+        server.hold.unlink()
+        first.join()
     assert [r.status_code for r in results] == [200]
+    assert server.scored() == 100  # the refused request scored nothing
     ok = httpx.post(f"{server.base}/evaluate", json=_slow_samples(1), timeout=30)
     assert ok.status_code == 200  # the slot was released
 
@@ -295,24 +396,25 @@ def test_requests_over_the_cap_get_429_with_retry_after(start: Any) -> None:
 def test_a_client_that_disconnects_stops_the_scoring(start: Any) -> None:
     server = start(slow=True)
     n = 1000  # 20 s of scoring
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{server.base}/evaluate", json=_slow_samples(n), timeout=1.5)
-    # the scoring loop notices the hang-up between samples and stops
-    deadline = time.monotonic() + 30
-    previous = -1
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        current = server.scored()
-        if current == previous:
-            break
-        previous = current
-    assert 0 < previous < n / 2, previous
-    time.sleep(1.0)
-    assert server.scored() == previous
-    assert "disconnected" in server.log.read_text()
-    # and the server is fine afterwards
-    ok = httpx.post(f"{server.base}/evaluate", json=_slow_samples(2), timeout=30)
+    server.hold.touch()  # scoring holds after each sample while the test holds it
+    client = _raw_post(server.port, _slow_samples(n))
+    try:
+        server.wait_until(lambda: server.scored() > 0, "scoring")
+        client.close()  # the client hangs up while its request is scored
+        server.wait_for_event("disconnect noticed")
+    finally:
+        client.close()
+        server.hold.unlink()
+    # the scoring loop stops at the next sample; the log says where, once the work has ended
+    stopped = "client disconnected: scoring stopped"
+    server.wait_until(lambda: stopped in server.log.read_text(), "the scoring stopping")
+    assert f"{stopped} after 1 of {n} samples" in server.log.read_text()
+    assert server.scored_ids() == ["s0"]
+    # and the server is fine afterwards (and still scored nothing more of that request)
+    more = {"samples": [{"id": "after", "latency_ms": 1.0}], "metrics": ["latency_ms"]}
+    ok = httpx.post(f"{server.base}/evaluate", json=more, timeout=HANG)
     assert ok.status_code == 200
+    assert server.scored_ids() == ["s0", "after"]
 
 
 # ------------------------------------------------------------------ (e) refusals reach clients
@@ -362,18 +464,11 @@ def test_http_client_reads_the_413_of_a_body_over_the_limit(start: Any) -> None:
 
 def test_http_client_reads_the_429_of_a_request_over_the_cap(start: Any) -> None:
     server = start(slow=True, max_concurrent=1, max_queued=0)
-    # The only slot is held by a request of 20 s of scoring until its client hangs up.
-    payload = json.dumps(_slow_samples(1000)).encode()
-    head = (
-        b"POST /evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n" % len(payload)
-    )
-    holder = _raw(server.port, head + payload)
+    # The only slot is held by a request held in its scoring until its client hangs up.
+    server.hold.touch()
+    holder = _raw_post(server.port, _slow_samples(1000))
     try:
-        deadline = time.monotonic() + 30
-        while server.scored() == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.scored() > 0, server.log.read_text()
+        server.wait_until(lambda: server.scored() > 0, "the holder scoring")
         body = _json_body(8 * 1024 * 1024)  # under the 10 MiB limit: refused for the cap only
         for chunked in (False, True):
             status, headers, answer = _post(server.port, body, chunked=chunked)
@@ -383,4 +478,5 @@ def test_http_client_reads_the_429_of_a_request_over_the_cap(start: Any) -> None
             assert "at most 1" in json.loads(answer)["detail"]
     finally:
         holder.close()
+        server.hold.unlink()
     assert httpx.get(f"{server.base}/health", timeout=10).status_code == 200
