@@ -17,10 +17,15 @@ anyio = pytest.importorskip("anyio")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from ragmeter import server as server_module  # noqa: E402
 from ragmeter.metrics.operational import LatencyMs  # noqa: E402
 from ragmeter.schema import RagSample  # noqa: E402
-from ragmeter.server import create_app  # noqa: E402
+from ragmeter.server import (  # noqa: E402
+    _limits,
+    _models,
+    _responses,
+    _work,
+    create_app,
+)
 
 Message = MutableMapping[str, Any]
 JSON_HEADERS = {"content-type": "application/json"}
@@ -110,18 +115,18 @@ def test_parsing_validation_scoring_and_rendering_run_off_the_event_loop(
 
         return wrapped
 
-    monkeypatch.setattr(server_module.json, "loads", spy("parse", json.loads))
-    monkeypatch.setattr(server_module, "evaluate_rag", spy("score", server_module.evaluate_rag))
-    monkeypatch.setattr(server_module, "evaluate_run", spy("score", server_module.evaluate_run))
-    render = server_module._JSON.render
+    monkeypatch.setattr(_work.json, "loads", spy("parse", json.loads))
+    monkeypatch.setattr(_work, "evaluate_rag", spy("score", _work.evaluate_rag))
+    monkeypatch.setattr(_work, "evaluate_run", spy("score", _work.evaluate_run))
+    render = _responses._JSON.render
 
     def render_spy(self: Any, content: Any) -> bytes:
         if isinstance(content, dict) and ("kind" in content or "detail" in content):
             threads.setdefault("render", set()).add(threading.get_ident())  # not /health's
         return render(self, content)
 
-    monkeypatch.setattr(server_module._JSON, "render", render_spy)
-    validate = server_module.EvaluateRequest.model_validate.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(_responses._JSON, "render", render_spy)
+    validate = _models.EvaluateRequest.model_validate.__func__  # type: ignore[attr-defined]
 
     app = create_app()
 
@@ -132,7 +137,7 @@ def test_parsing_validation_scoring_and_rendering_run_off_the_event_loop(
     with TestClient(app) as client:
         loop = client.get("/loop-thread").json()["ident"]
         monkeypatch.setattr(
-            server_module.EvaluateRequest,
+            _models.EvaluateRequest,
             "model_validate",
             classmethod(spy("validate", validate)),
         )
@@ -177,7 +182,7 @@ def slow_latency(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         scored.append(sample.id)
         return sample.latency_ms
 
-    monkeypatch.setattr(server_module, "time", clock)
+    monkeypatch.setattr(_limits, "time", clock)
     monkeypatch.setattr(LatencyMs, "score", score)
     return scored
 
@@ -268,10 +273,10 @@ def _guard(app: Any = _ok_app, **options: Any) -> Any:
     settings: dict[str, Any] = {
         "max_body_bytes": 1000,
         "body_timeout": 5.0,
-        "gate": server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0),
+        "gate": _limits._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0),
     }
     settings.update(options)
-    return server_module._BodyLimit(app, **settings)
+    return _limits._BodyLimit(app, **settings)
 
 
 def test_a_body_that_stalls_is_408_within_the_body_timeout() -> None:
@@ -314,7 +319,7 @@ def test_concurrent_requests_over_the_cap_get_429_with_retry_after() -> None:
 
         guard = _guard(
             slow_app,
-            gate=server_module._Gate(max_concurrent=2, max_queued=1, queue_timeout=5.0),
+            gate=_limits._Gate(max_concurrent=2, max_queued=1, queue_timeout=5.0),
         )
         sends = [Recorder() for _ in range(5)]
         async with anyio.create_task_group() as tg:
@@ -344,7 +349,7 @@ def test_a_queued_request_waits_at_most_the_queue_timeout() -> None:
 
         guard = _guard(
             stuck_app,
-            gate=server_module._Gate(max_concurrent=1, max_queued=4, queue_timeout=0.3),
+            gate=_limits._Gate(max_concurrent=1, max_queued=4, queue_timeout=0.3),
         )
         sends = [Recorder(), Recorder()]
         with anyio.move_on_after(10):
@@ -364,7 +369,7 @@ def test_a_queued_request_waits_at_most_the_queue_timeout() -> None:
 
 def test_the_gate_releases_its_slots() -> None:
     async def main() -> list[int | None]:
-        guard = _guard(gate=server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1))
+        guard = _guard(gate=_limits._Gate(max_concurrent=1, max_queued=0, queue_timeout=1))
         statuses = []
         for _ in range(5):
             send = Recorder()
@@ -380,7 +385,7 @@ def test_the_gate_releases_its_slots() -> None:
 
 def test_requests_without_a_body_are_never_gated() -> None:
     async def main() -> int | None:
-        guard = _guard(gate=server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1))
+        guard = _guard(gate=_limits._Gate(max_concurrent=1, max_queued=0, queue_timeout=1))
         send = Recorder()
         await guard(_scope("GET", []), _body_receive(b""), send)
         return send.status
@@ -418,7 +423,7 @@ def _length(n: int) -> list[tuple[bytes, bytes]]:
 
 @pytest.mark.parametrize("refusal", [413, 429])
 def test_a_refusal_is_sent_first_and_ended_after_the_body_is_read(refusal: int) -> None:
-    gate = server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0)
+    gate = _limits._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0)
     if refusal == 429:
         gate.active = 1  # the only slot is taken
     guard = _guard(gate=gate)
@@ -478,7 +483,7 @@ def test_a_body_declared_larger_than_drain_bytes_is_not_read() -> None:
 
 def test_a_request_that_got_its_413_drains_without_holding_a_slot() -> None:
     async def main() -> tuple[Recorder, Recorder]:
-        gate = server_module._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0)
+        gate = _limits._Gate(max_concurrent=1, max_queued=0, queue_timeout=1.0)
         guard = _guard(gate=gate, max_body_bytes=1500)
         big, small = Recorder(), Recorder()
         answered, drained, more = anyio.Event(), anyio.Event(), anyio.Event()

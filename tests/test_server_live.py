@@ -63,6 +63,7 @@ def serve_slow() -> None:  # pragma: no cover - runs in the server process
     from ragmeter import server
     from ragmeter.metrics.operational import LatencyMs
     from ragmeter.schema import RagSample
+    from ragmeter.server import _work
 
     hold = Path(os.environ["RAGMETER_TEST_HOLD"])
 
@@ -72,14 +73,14 @@ def serve_slow() -> None:  # pragma: no cover - runs in the server process
         _wait_for_file(hold, present=False)
         return sample.latency_ms
 
-    watch = server._watch_disconnect
+    watch = _work._watch_disconnect
 
     async def watch_and_note(receive: Any, stop: Any) -> None:
         await watch(receive, stop)  # returns when the client hung up (else it is cancelled)
         _note("disconnect noticed")
 
     LatencyMs.score = score  # type: ignore[method-assign]
-    server._watch_disconnect = watch_and_note
+    _work._watch_disconnect = watch_and_note
     server.run(**json.loads(sys.argv[1]))
 
 
@@ -90,6 +91,7 @@ def serve_gated() -> None:  # pragma: no cover - runs in the server process
     (``Server.release``). Options (JSON) are ``sys.argv[1]``, passed to
     :func:`ragmeter.server.run`."""
     from ragmeter import server
+    from ragmeter.server import _models, _work
 
     hold = Path(os.environ["RAGMETER_TEST_HOLD"])
     counts: Counter[str] = Counter()
@@ -105,12 +107,12 @@ def serve_gated() -> None:  # pragma: no cover - runs in the server process
 
         return held
 
-    validate = server.EvaluateRequest.model_validate.__func__  # type: ignore[attr-defined]
-    server._parse = gated("parse", server._parse)
-    server.EvaluateRequest.model_validate = classmethod(  # type: ignore[method-assign,assignment]
+    validate = _models.EvaluateRequest.model_validate.__func__  # type: ignore[attr-defined]
+    _work._parse = gated("parse", _work._parse)
+    _models.EvaluateRequest.model_validate = classmethod(  # type: ignore[method-assign,assignment]
         gated("validate", validate)
     )
-    server.evaluate_rag = gated("score", server.evaluate_rag)
+    _work.evaluate_rag = gated("score", _work.evaluate_rag)
     server.run(**json.loads(sys.argv[1]))
 
 
