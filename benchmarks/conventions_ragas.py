@@ -37,7 +37,7 @@ from ragas.metrics import (  # noqa: E402
     NonLLMContextPrecisionWithReference,
 )
 
-# The worked example (same as tests/test_conventions_example.py): graded qrels, grade 0
+# The worked example (same as tests/examples/test_conventions_example.py): graded qrels, grade 0
 # for the judged non-relevant "n"; "u" is unjudged. Ragas has no grades: the reference
 # contexts are the relevant docs (grade > 0).
 QRELS = {"a": 2, "b": 1, "c": 1, "d": 1, "n": 0}

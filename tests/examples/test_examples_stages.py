@@ -17,7 +17,7 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 import ragmeter
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SHAPES = {
     "hybrid_stages_haystack": ["bm25_okapi", "bm25_plus", "joiner", "ranker", "context"],
     "hybrid_stages_langchain": ["bm25", "overlap", "rrf", "rerank", "context"],

@@ -15,7 +15,7 @@ from ragmeter import cli
 from ragmeter.io.jsonl import write_jsonl
 from ragmeter.io.trec import write_trec_run
 
-CRAN = Path(__file__).parent / "data" / "cranfield_beir"
+CRAN = Path(__file__).parents[1] / "data" / "cranfield_beir"
 DATA_RE = re.compile(r'<script type="application/json" id="ragmeter-data">(.*?)</script>', re.S)
 
 

@@ -503,7 +503,7 @@ def test_a_report_without_per_item_scores_says_so() -> None:
 
 
 def test_the_guide_s_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    guide = Path(__file__).resolve().parents[1] / "docs" / "html-report.md"
+    guide = Path(__file__).resolve().parents[2] / "docs" / "html-report.md"
     (code,) = re.findall(r"```python\n(.*?)```", guide.read_text(encoding="utf-8"), flags=re.S)
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}

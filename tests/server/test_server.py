@@ -23,7 +23,7 @@ from ragmeter.io.beir import read_beir_qrels  # noqa: E402
 from ragmeter.io.trec import read_trec_run  # noqa: E402
 from ragmeter.server import create_app  # noqa: E402
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 CRAN = DATA / "cranfield_beir"
 
 # rag-eval's README example payload, verbatim.

@@ -22,7 +22,7 @@ from ragmeter.io.trec import UngroupedRunError, read_trec_run, write_trec_run
 from ragmeter.metrics.registry import METRICS
 from ragmeter.report import RetrievalEvalReport
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 CASES = [
     ("trec_eval/qrels.test", "trec_eval/results.test"),
     ("trec_eval/qrels.test", "trec_eval/results.trunc"),

@@ -86,7 +86,7 @@ def test_ragmeter_matches_pytrec_eval() -> None:
 
 
 def test_the_docs_snippet_prints_what_it_says() -> None:
-    doc = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
     (code,) = [b for b in blocks if '{"q1": ["n", "a", "u", "b", "c"]}' in b]
     shown = "".join(line.split("# ", 1)[1] for line in code.splitlines() if "# " in line)

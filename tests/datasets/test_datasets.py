@@ -12,7 +12,7 @@ from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.beir import read_beir
 from ragmeter.io.trec import TREC_ORDERING, read_trec_run
 
-CRANFIELD = Path(__file__).resolve().parent / "data" / "cranfield_beir"
+CRANFIELD = Path(__file__).resolve().parents[1] / "data" / "cranfield_beir"
 
 
 def test_load_cranfield_equals_the_beir_copy() -> None:

@@ -16,7 +16,7 @@ from ragmeter.cli import _progress
 from ragmeter.io.beir import read_beir_qrels
 from ragmeter.io.trec import write_trec_qrels
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TREC = DATA / "trec_eval"
 CRAN = DATA / "cranfield_beir"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = shutil.which("ragmeter", path=os.path.dirname(sys.executable))
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TREC = DATA / "trec_eval"
 
 pytestmark = pytest.mark.skipif(SCRIPT is None, reason="the ragmeter console script is missing")

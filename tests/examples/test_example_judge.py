@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "judge_cranfield.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "judge_cranfield.py"
 FRAMEWORKS = ("LangChain", "LlamaIndex", "Haystack")
 JUDGE_KEYS = ("judge_faithfulness", "judge_answer_relevancy", "judge_correctness")
 

@@ -14,7 +14,7 @@ from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.io.jsonl import write_jsonl
 from ragmeter.io.scores import read_scores
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 SAMPLES = [
     {"id": "a", "question": "q", "answer": "Paris", "reference": "Paris", "context": ["Paris"]},

@@ -26,7 +26,7 @@ from ragmeter.io.jsonl import read_jsonl, write_jsonl
 from ragmeter.io.scores import read_scores, write_scores
 from ragmeter.io.trec import read_trec_run
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 RAG_EVAL = [
     {

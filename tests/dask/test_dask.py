@@ -48,7 +48,7 @@ from ragmeter.metrics.registry import METRICS
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import RagSample, sample_keys
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -586,7 +586,7 @@ def test_the_docs_quick_start_runs_and_prints_what_it_says(
 ) -> None:
     import re
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "dask.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "dask.md").read_text(encoding="utf-8")
     block = re.findall(r"```python\n(.*?)```", doc, re.S)[0]
     namespace: dict[str, Any] = {}
     exec(compile(block, "dask.md:quick-start", "exec"), namespace)

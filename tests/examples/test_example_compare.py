@@ -14,7 +14,7 @@ from scipy import stats as sps
 from ragmeter.datasets import load_cranfield, load_cranfield_bm25_run
 from ragmeter.evaluation.retrieval import evaluate_run
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "compare_bm25.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "compare_bm25.py"
 
 
 def test_example_runs_as_a_script() -> None:
