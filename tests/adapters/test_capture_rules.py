@@ -1,7 +1,8 @@
 """The rules every adapter shares, on ``ragmeter.capture`` itself (no framework needed).
 
-The framework-driven versions of these checks are in ``test_no_silent_numbers.py``; here
-each rule is pinned down on hand-made samples, edge cases included.
+The framework-driven versions of these checks are in
+``test_failed_forgotten_and_repeated_ids.py``; here each rule is pinned down on hand-made
+samples, edge cases included.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Issue 13 in Haystack: the tracer (no wrapped run), YAML-loaded pipelines, failed runs that
-had retrieved, the recorder as a drop-in, token usage from a generator's ``meta`` output,
-``spread_metrics`` and ``run_dataset``.
+"""Haystack runs as the tracer sees them: the tracer (no wrapped run), YAML-loaded pipelines,
+failed runs that had retrieved, the recorder as a drop-in, token usage from a generator's
+``meta`` output, ``spread_metrics`` and ``run_dataset``.
 
 Real Haystack pipelines over Cranfield (in-memory BM25), offline.
 """

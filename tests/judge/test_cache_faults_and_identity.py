@@ -1,4 +1,4 @@
-"""Issue 12, the judge part: no silent wrong number from the judge cache or the runner.
+"""No silent wrong number from the judge cache or the runner.
 
 1. A corrupted cache file, or an SQLite file with a foreign schema, is a clear
    :class:`~ragmeter.errors.JudgeCacheError` naming the path (one line from the CLI), never a

@@ -1,5 +1,5 @@
-"""Issue 12, "no silent wrong number": failed runs, forgotten ids and repeated ids, in all three
-frameworks, each driven for real (in-memory stores, offline).
+"""No silent wrong number from captured samples: failed runs, forgotten ids and repeated ids,
+in all three frameworks, each driven for real (in-memory stores, offline).
 
 Every adapter scores its captured samples through :class:`ragmeter.capture.SampleStore`, so
 the rules and the option names are the same everywhere:

@@ -1,5 +1,6 @@
-"""Issue 13 in LlamaIndex: scoped ids, chat engines, router engines, token usage, the evaluator
-pollution case, ``evaluate_response`` with retrieved ids, ``run_dataset``.
+"""LlamaIndex engines as the handler sees them: scoped ids, chat engines, router engines, token
+usage, the evaluator pollution case, ``evaluate_response`` with retrieved ids,
+``run_dataset``.
 
 Real LlamaIndex engines over the Cranfield subset of ``conftest`` (hashed bag-of-words
 embedding, ``MockLLM`` or a small ``CustomLLM``), offline.
