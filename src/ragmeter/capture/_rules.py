@@ -17,6 +17,7 @@ __all__ = [
     "FAILED_QUERIES",
     "RECORD",
     "RETRIEVAL",
+    "DocIdOption",
     "FailedQueries",
     "Hints",
     "IdWatch",
@@ -322,6 +323,73 @@ def deprecated_option(owner: str, old: str, new: str, *, stacklevel: int = 3) ->
         DeprecationWarning,
         stacklevel=stacklevel,
     )
+
+
+class DocIdOption:
+    """A framework's ``doc_id`` option: what it may name, and its deprecated older name.
+
+    Every adapter has one: a document's id is one of the framework's own fields
+    (``names``), a metadata key (``prefix`` + key) or, when ``functions`` is true, a function
+    document -> id. ``rule`` is the end of the error message, after ``"<option> must be "``
+    (the adapter's own wording, with an example). :meth:`check` validates a value;
+    :meth:`resolve` also takes the value of the deprecated older name (``unset`` when it was
+    not given) and warns about it.
+
+    >>> ids = DocIdOption(("id", "content"), "meta.", "'id', 'content' or 'meta.<key>'")
+    >>> ids.check("meta.file_id")
+    'meta.file_id'
+    >>> ids.check("meta.")
+    Traceback (most recent call last):
+    ...
+    ragmeter.errors.InvalidInputError: doc_id must be 'id', 'content' or 'meta.<key>', got 'meta.'
+    """
+
+    __slots__ = ("functions", "names", "prefix", "rule")
+
+    def __init__(
+        self, names: tuple[str, ...], prefix: str, rule: str, *, functions: bool = True
+    ) -> None:
+        self.names = names
+        self.prefix = prefix
+        self.rule = rule
+        self.functions = functions
+
+    def check(self, value: Any, *, name: str = "doc_id") -> Any:
+        """``value`` if it names a field, a metadata key or (``functions``) is callable."""
+        if self.functions and callable(value):
+            return value
+        if isinstance(value, str) and (
+            value in self.names or (value.startswith(self.prefix) and len(value) > len(self.prefix))
+        ):
+            return value
+        raise InvalidInputError(f"{name} must be {self.rule}, got {value!r}")
+
+    def resolve(
+        self,
+        doc_id: Any,
+        older: Any,
+        *,
+        owner: str,
+        older_name: str,
+        default: Any,
+        unset: Any,
+        stacklevel: int = 5,
+    ) -> Any:
+        """The checked ``doc_id``: ``default`` when ``None``; the deprecated ``older_name=``
+        value when that was given instead (a ``DeprecationWarning``); both is an error."""
+        if older is unset:
+            return self.check(default if doc_id is None else doc_id)
+        deprecated_option(owner, older_name, "doc_id", stacklevel=stacklevel)
+        if doc_id is not None:
+            raise InvalidInputError(
+                f"{owner}: pass doc_id= alone; {older_name}= is its deprecated older name"
+            )
+        return self.check(older, name=older_name)
+
+    @staticmethod
+    def describe(doc_id: Any) -> str:
+        """``'meta.source_id'`` (quoted) for a name, the function's name for a function."""
+        return getattr(doc_id, "__name__", repr(doc_id)) if callable(doc_id) else repr(doc_id)
 
 
 class ProblemLog:

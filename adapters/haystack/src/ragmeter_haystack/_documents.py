@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ragmeter.capture import content_doc_id, deprecated_option
+from ragmeter.capture import DocIdOption, content_doc_id
 from ragmeter.errors import InvalidInputError
 
 __all__ = [
@@ -47,19 +47,21 @@ UNMATCHABLE = "\x00unmatchable:"
 """Prefix of the placeholder id a retrieved document without the comparison field gets."""
 
 
+_FIELD_RULE = "'id', 'content' or 'meta.<key>' (e.g. 'meta.file_id')"
+FIELDS = DocIdOption(("id", "content"), "meta.", _FIELD_RULE, functions=False)
+"""A document field: ``Document.id``, its content, or a ``meta`` key (dots go deeper)."""
+DOC_ID = DocIdOption(("id", "content"), "meta.", _FIELD_RULE)
+"""The ``doc_id`` option: a document field (:data:`FIELDS`) or a function document -> id."""
+
+
 def check_field(field: object, *, name: str = "document_comparison_field") -> str:
     """Return ``field`` if it is ``"id"``, ``"content"`` or ``"meta.<key>"``, else raise.
 
     >>> check_field("meta.file_id")
     'meta.file_id'
     """
-    if isinstance(field, str) and (
-        field in ("id", "content") or (field.startswith("meta.") and len(field) > 5)
-    ):
-        return field
-    raise InvalidInputError(
-        f"{name} must be 'id', 'content' or 'meta.<key>' (e.g. 'meta.file_id'), got {field!r}"
-    )
+    checked: str = FIELDS.check(field, name=name)
+    return checked
 
 
 DocId = str | Callable[[Any], "str | None"]
@@ -72,26 +74,20 @@ def check_doc_id(doc_id: object, *, name: str = "doc_id") -> DocId:
     >>> check_doc_id("meta.source_id")
     'meta.source_id'
     """
-    if callable(doc_id):
-        return doc_id
-    return check_field(doc_id, name=name)
+    checked: DocId = DOC_ID.check(doc_id, name=name)
+    return checked
 
 
 def doc_id_option(doc_id: Any, doc_id_field: Any, *, owner: str) -> DocId:
     """The checked ``doc_id``, taking the deprecated ``doc_id_field=`` into account."""
-    if doc_id_field is _UNSET:
-        return check_doc_id("id" if doc_id is None else doc_id)
-    deprecated_option(owner, "doc_id_field", "doc_id", stacklevel=4)
-    if doc_id is not None:
-        raise InvalidInputError(
-            f"{owner}: pass doc_id= alone; doc_id_field= is its deprecated older name"
-        )
-    return check_doc_id(doc_id_field, name="doc_id_field")
+    checked: DocId = DOC_ID.resolve(
+        doc_id, doc_id_field, owner=owner, older_name="doc_id_field", default="id", unset=_UNSET
+    )
+    return checked
 
 
-def describe_doc_id(doc_id: DocId) -> str:
-    """``'meta.source_id'`` (quoted) for a field, the function's name for a function."""
-    return getattr(doc_id, "__name__", repr(doc_id)) if callable(doc_id) else repr(doc_id)
+describe_doc_id = DocIdOption.describe
+"""``'meta.source_id'`` (quoted) for a field, the function's name for a function."""
 
 
 def check_grade_field(field: object) -> str:

@@ -34,7 +34,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.indices.base import BaseIndex
 from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, RelatedNodeInfo
 
-from ragmeter.capture import content_doc_id, deprecated_option
+from ragmeter.capture import DocIdOption, content_doc_id
 from ragmeter.errors import InvalidInputError, check_k
 
 __all__ = [
@@ -64,6 +64,15 @@ UNSET: Any = object()
 _MISSING = object()
 
 
+DOC_ID = DocIdOption(
+    ("node_id", "ref_doc_id", "content"),
+    "metadata.",
+    "'node_id', 'ref_doc_id', 'metadata.<key>' (e.g. 'metadata.doc_id'), 'content' or a "
+    "function node -> id",
+)
+"""The ``doc_id`` option of every LlamaIndex entry point."""
+
+
 def check_doc_id(doc_id: object, *, name: str = "doc_id") -> DocId:
     """Return ``doc_id`` if it is a valid id rule (see the module table), else raise.
 
@@ -74,17 +83,8 @@ def check_doc_id(doc_id: object, *, name: str = "doc_id") -> DocId:
     ...
     ragmeter.errors.InvalidInputError: doc_id must be 'node_id', 'ref_doc_id', ... got 'doc_id'
     """
-    if callable(doc_id):
-        return doc_id
-    if isinstance(doc_id, str) and (
-        doc_id in ("node_id", "ref_doc_id", "content")
-        or (doc_id.startswith("metadata.") and len(doc_id) > len("metadata."))
-    ):
-        return doc_id
-    raise InvalidInputError(
-        f"{name} must be 'node_id', 'ref_doc_id', 'metadata.<key>' (e.g. 'metadata.doc_id'), "
-        f"'content' or a function node -> id, got {doc_id!r}"
-    )
+    checked: DocId = DOC_ID.check(doc_id, name=name)
+    return checked
 
 
 def check_id_field(id_field: object, *, name: str = "id_field") -> DocId:
@@ -94,14 +94,10 @@ def check_id_field(id_field: object, *, name: str = "id_field") -> DocId:
 
 def doc_id_option(doc_id: Any, id_field: Any, *, owner: str, default: DocId = "node_id") -> DocId:
     """The checked ``doc_id`` rule, taking the deprecated ``id_field=`` into account."""
-    if id_field is UNSET:
-        return check_doc_id(default if doc_id is None else doc_id)
-    deprecated_option(owner, "id_field", "doc_id", stacklevel=4)
-    if doc_id is not None:
-        raise InvalidInputError(
-            f"{owner}: pass doc_id= alone; id_field= is its deprecated older name"
-        )
-    return check_doc_id(id_field, name="id_field")
+    checked: DocId = DOC_ID.resolve(
+        doc_id, id_field, owner=owner, older_name="id_field", default=default, unset=UNSET
+    )
+    return checked
 
 
 def _metadata_value(metadata: Mapping[str, Any], path: str) -> Any:
@@ -162,9 +158,8 @@ def node_doc_id(
     return str(value)
 
 
-def describe_id_field(doc_id: DocId) -> str:
-    """``'ref_doc_id'`` (quoted) for a string, the function's name for a function."""
-    return getattr(doc_id, "__name__", repr(doc_id)) if callable(doc_id) else repr(doc_id)
+describe_id_field = DocIdOption.describe
+"""``'ref_doc_id'`` (quoted) for a string, the function's name for a function."""
 
 
 def query_engine_retriever(
