@@ -101,7 +101,7 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
     # Judge only the captured queries (a judged query never run would score 0); a run whose
     # pipeline raised before retrieving would score 0 too, and be listed in
     # report.extra["capture"]["failed"].
-    retrieval_report = tracer.evaluate_retrieval(qrels, only_captured=True, k_values=(1, 5, 10))
+    retrieval_report = tracer.evaluate_retrieval(qrels, missing_queries="skip", k_values=(1, 5, 10))
     answer_report = tracer.evaluate(metrics=["faithfulness", "non_empty_rate"])
 
     # 2. The Haystack way: an evaluation pipeline of ragmeter components.

@@ -130,9 +130,11 @@ def main(n_queries: int = 30, *, echo: bool = True) -> dict[str, Any]:
         chain.invoke(queries[last])
 
     ks, metrics = (1, 5, 10), ["ndcg", "recall", "precision", "mrr", "map"]
-    # Joined by sample id (the query ids); only_captured=True scores the captured queries only
+    # Joined by sample id (the query ids); missing_queries="skip" scores the captured queries only
     # (a run that raised would score 0 and be listed in captured.extra["capture"]["failed"]).
-    captured = handler.evaluate_retrieval(qrels, only_captured=True, k_values=ks, metrics=metrics)
+    captured = handler.evaluate_retrieval(
+        qrels, missing_queries="skip", k_values=ks, metrics=metrics
+    )
     fn = as_retriever_fn(retriever)
     judged = {q: qrels[q] for q in qids}
     alone = evaluate_retrieval(fn, judged, queries, k_values=ks, metrics=metrics)

@@ -109,7 +109,7 @@ def main(n_queries: int = 25) -> dict[str, Any]:
     #    a query that raised would score 0 and be listed in report.extra["capture"]["failed"]),
     #    answers without an LLM.
     retrieval = handler.evaluate_retrieval(
-        qrels, only_captured=True, k_values=(1, 5, 10), metrics=["ndcg", "recall", "mrr"]
+        qrels, missing_queries="skip", k_values=(1, 5, 10), metrics=["ndcg", "recall", "mrr"]
     )
     print(retrieval)
     answers = handler.evaluate(metrics=["faithfulness", "latency_ms"])

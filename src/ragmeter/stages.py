@@ -330,7 +330,7 @@ def evaluate_stages(
     Raises :class:`~ragmeter.errors.InvalidInputError` when no sample carries stages, or a
     name in ``stages`` is not among them.
     """
-    from ragmeter.capture import SampleStore
+    from ragmeter.capture import SampleStore, missing_rule
 
     if isinstance(source, SampleStore):
         store = source
@@ -356,6 +356,7 @@ def evaluate_stages(
     wanted = [metrics] if isinstance(metrics, str) else list(metrics)
     warnings: dict[str, None] = {}
     rows: list[StageRow] = []
+    missing_queries = missing_rule(only_captured, missing_queries, stacklevel=2)
     for name in order:
         report = store.evaluate_retrieval(
             qrels,
@@ -364,7 +365,6 @@ def evaluate_stages(
             metrics=wanted,
             relevance_level=relevance_level,
             missing_queries=missing_queries,
-            only_captured=only_captured,
             failed_queries=failed_queries,
         )
         warnings.update(dict.fromkeys(report.warnings))
@@ -380,7 +380,7 @@ def evaluate_stages(
             )
         )
     key = metric if metric is not None else _default_key(rows)
-    zero = (missing_queries or ("skip" if only_captured else "zero")) == "zero"
+    zero = (missing_queries or "zero") == "zero"
     by_name = {row.stage: row for row in rows}
     for i, row in enumerate(rows):
         if row.same_as is not None and row.same_as in by_name:

@@ -445,9 +445,44 @@ def test_forgotten_ids_name_the_unjudged_samples_not_missing_queries_skip() -> N
     store.add(RagSample(id="1", retrieved_ids=["d1"]))
     store.add(RagSample(id="4f1c", retrieved_ids=["d2"]))
     qrels = {"1": {"d1": 1}, "2": {"d2": 1}}
-    for only in (False, True):
-        report = store.evaluate_retrieval(qrels, only_captured=only, k_values=(10,))
+    for rule in ("zero", "skip"):
+        report = store.evaluate_retrieval(qrels, missing_queries=rule, k_values=(10,))
         [warning] = [w for w in report.warnings if "(missing_queries)" in w]
         assert "1 judged queries have no captured sample (e.g. '2')" in warning
         assert "1 captured samples are not judged (e.g. '4f1c')" in warning
         assert "pass missing_queries='skip'" not in warning
+
+
+def test_only_captured_is_a_deprecated_missing_queries_skip() -> None:
+    """``only_captured=True`` still works for one release: it warns, pointing at the caller,
+    and scores exactly as ``missing_queries="skip"``; with ``missing_queries="zero"`` it is
+    refused."""
+    import pytest
+
+    from ragmeter.errors import InvalidInputError
+
+    store = SampleStore()
+    store.add(RagSample(id="1", retrieved_ids=["d1", "d2"]))
+    qrels = {"1": {"d2": 1}, "2": {"d9": 1}}
+    skip = store.evaluate_retrieval(qrels, missing_queries="skip", k_values=(10,))
+    with pytest.warns(DeprecationWarning, match="only_captured=True. is deprecated") as seen:
+        old = store.evaluate_retrieval(qrels, only_captured=True, k_values=(10,))
+    assert seen[0].filename == __file__
+    assert old.metrics == skip.metrics and old.per_query == skip.per_query
+    staged = [
+        RagSample(
+            id="1",
+            retrieved_ids=["d1", "d2"],
+            stages=[{"name": "bm25", "ids": ["d2", "d1"]}],
+        )
+    ]
+    staged_store = SampleStore()
+    staged_store.extend(staged)
+    with pytest.warns(DeprecationWarning, match="only_captured"):
+        table = staged_store.evaluate_retrieval(qrels, stages=True, only_captured=True)
+    assert table.rows
+    with (
+        pytest.warns(DeprecationWarning, match="only_captured"),
+        pytest.raises(InvalidInputError, match="only_captured=True means missing_queries='skip'"),
+    ):
+        store.evaluate_retrieval(qrels, only_captured=True, missing_queries="zero")

@@ -74,7 +74,9 @@ def test_repeats_are_judged_by_the_qrels_of_their_id() -> None:
         RagSample(id="q1", retrieved_ids=["d9", "d2"]),
         RagSample(id="q2", retrieved_ids=["d3"]),
     )
-    report = store.evaluate_retrieval(QRELS, k_values=(2,), metrics=["recall"], only_captured=True)
+    report = store.evaluate_retrieval(
+        QRELS, k_values=(2,), metrics=["recall"], missing_queries="skip"
+    )
     assert report.per_query == {
         "q1": {"recall@2": 1.0},
         "q1#2": {"recall@2": 0.5},
@@ -113,7 +115,9 @@ def test_unranked_samples_that_did_not_fail_score_zero_with_a_warning() -> None:
         RagSample(id="q1", retrieved_ids=["d1"]),
         RagSample(id="q2", metadata={"capture_errors": ["retriever_name: 'x' matched no call"]}),
     )
-    report = store.evaluate_retrieval(QRELS, k_values=(1,), metrics=["recall"], only_captured=True)
+    report = store.evaluate_retrieval(
+        QRELS, k_values=(1,), metrics=["recall"], missing_queries="skip"
+    )
     assert report.per_query["q2"] == {"recall@1": 0.0} and report.missing_queries == ["q3"]
     assert report.extra["capture"]["unranked"] == ["q2"]
     assert report.extra["capture"]["capture_errors"] == 1
@@ -123,14 +127,16 @@ def test_unranked_samples_that_did_not_fail_score_zero_with_a_warning() -> None:
 
 def test_a_failed_run_that_had_retrieved_keeps_its_ranking() -> None:
     store = store_of(RagSample(id="q1", retrieved_ids=["d1"], error="ValueError: LLM down"))
-    report = store.evaluate_retrieval(QRELS, k_values=(1,), metrics=["recall"], only_captured=True)
+    report = store.evaluate_retrieval(
+        QRELS, k_values=(1,), metrics=["recall"], missing_queries="skip"
+    )
     assert report.per_query == {"q1": {"recall@1": 0.5}}
     assert report.extra["capture"]["failed"] == []
 
 
 def test_every_judged_sample_failed_and_skipped_is_refused() -> None:
     store = store_of(RagSample(id="q1", error="ValueError: down"))
-    assert store.evaluate_retrieval(QRELS, only_captured=True).per_query["q1"]["ndcg@10"] == 0.0
+    assert store.evaluate_retrieval(QRELS, missing_queries="skip").per_query["q1"]["ndcg@10"] == 0.0
     with pytest.raises(InvalidInputError, match="nothing is left to score"):
         store.evaluate_retrieval(QRELS, failed_queries="skip")
 
@@ -146,7 +152,7 @@ def test_warnings_go_to_the_callers_log_and_the_logger(caplog: pytest.LogCapture
     store = store_of(RagSample(id="q1", error="ValueError: down"), hints=hints)
     log = WarningLog()
     with caplog.at_level(logging.WARNING, logger="ragmeter_toy"):
-        report = store.evaluate_retrieval(QRELS, warnings=log, only_captured=True)
+        report = store.evaluate_retrieval(QRELS, warnings=log, missing_queries="skip")
     assert any("failed before a ranking" in w for w in log.entries)
     assert report.warnings == log.entries
     assert [r.name for r in caplog.records] == ["ragmeter_toy"]

@@ -4,7 +4,7 @@ in all three frameworks, each driven for real (in-memory stores, offline).
 Every adapter scores its captured samples through :class:`ragmeter.capture.SampleStore`, so
 the rules and the option names are the same everywhere:
 
-* ``evaluate_retrieval(qrels, only_captured=..., missing_queries=..., failed_queries=...)``;
+* ``evaluate_retrieval(qrels, missing_queries=..., failed_queries=...)``;
 * a sample whose run failed before anything was retrieved is reported apart
   (``report.extra["capture"]["failed"]`` and a warning) and scored 0 or left out;
 * no (or few) captured sample ids / retrieved doc ids in the qrels is refused or warned
@@ -216,7 +216,7 @@ def test_failed_runs_are_reported_apart_and_can_be_left_out(
     assert any("q2" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
 
     captured_only = captured.evaluate_retrieval(
-        QRELS, k_values=(2,), metrics=["ndcg"], only_captured=True
+        QRELS, k_values=(2,), metrics=["ndcg"], missing_queries="skip"
     )
     assert captured_only.metrics["ndcg@2"] == pytest.approx(_mean([*good_scores, 0.0, 0.0]))
     assert captured_only.n_queries == 6 and "q7" not in captured_only.per_query
@@ -226,7 +226,7 @@ def test_failed_runs_are_reported_apart_and_can_be_left_out(
     assert same.metrics == captured_only.metrics
 
     good_only = captured.evaluate_retrieval(
-        QRELS, k_values=(2,), metrics=["ndcg"], only_captured=True, failed_queries="skip"
+        QRELS, k_values=(2,), metrics=["ndcg"], missing_queries="skip", failed_queries="skip"
     )
     assert good_only.metrics["ndcg@2"] == pytest.approx(_mean(good_scores))
     assert sorted(good_only.per_query) == sorted(good)
@@ -239,7 +239,10 @@ def test_option_values_are_checked(framework: str) -> None:
     captured = FRAMEWORKS[framework]([("q1", QUERIES["q1"])])
     with pytest.raises(InvalidInputError, match="failed_queries"):
         captured.evaluate_retrieval(QRELS, failed_queries="exclude")
-    with pytest.raises(InvalidInputError, match="only_captured"):
+    with (
+        pytest.warns(DeprecationWarning, match="only_captured"),
+        pytest.raises(InvalidInputError, match="only_captured"),
+    ):
         captured.evaluate_retrieval(QRELS, only_captured=True, missing_queries="zero")
 
 
@@ -259,7 +262,7 @@ def test_most_sample_ids_not_in_the_qrels_is_a_warning_naming_the_fix(
     runs = [("q1", QUERIES["q1"])] + [(None, t) for t in list(QUERIES.values())[1:4]]
     captured = FRAMEWORKS[framework](runs)
     with caplog.at_level(logging.WARNING):
-        report = captured.evaluate_retrieval(QRELS, k_values=(2,), only_captured=True)
+        report = captured.evaluate_retrieval(QRELS, k_values=(2,), missing_queries="skip")
     warning = next(w for w in report.warnings if "sample id" in w)
     assert "only 1 of 4" in warning and SAMPLE_ID_FIX[framework] in warning
     assert any(SAMPLE_ID_FIX[framework] in r.getMessage() for r in caplog.records)
@@ -274,13 +277,13 @@ def test_doc_ids_that_never_match_the_qrels_warn_naming_the_fix(
     runs = list(QUERIES.items())[:4]
     wrong = FRAMEWORKS[framework](runs, good_doc_ids=False)
     with caplog.at_level(logging.WARNING):
-        report = wrong.evaluate_retrieval(QRELS, k_values=(2,), only_captured=True)
+        report = wrong.evaluate_retrieval(QRELS, k_values=(2,), missing_queries="skip")
     assert report.metrics["ndcg@2"] == 0.0
     warning = next(w for w in report.warnings if "none of the" in w and "doc ids" in w)
     assert DOC_ID_FIX[framework] in warning
     assert any(DOC_ID_FIX[framework] in r.getMessage() for r in caplog.records)
     right = FRAMEWORKS[framework](runs)
-    ok = right.evaluate_retrieval(QRELS, k_values=(2,), only_captured=True)
+    ok = right.evaluate_retrieval(QRELS, k_values=(2,), missing_queries="skip")
     assert ok.metrics["ndcg@2"] > 0 and not any("doc id" in w for w in ok.warnings)
 
 
@@ -298,7 +301,9 @@ def test_repeated_ids_are_all_scored_under_one_rule(framework: str) -> None:
     run = captured.to_run()
     assert list(run) == ["q1", "q2", "q1#2", "q1#3"]
     assert [run[k] for k in run] == [s.retrieved_ids for s in captured.samples]
-    report = captured.evaluate_retrieval(QRELS, k_values=(2,), metrics=["ndcg"], only_captured=True)
+    report = captured.evaluate_retrieval(
+        QRELS, k_values=(2,), metrics=["ndcg"], missing_queries="skip"
+    )
     # each repeat is judged with the qrels of its id
     expected = evaluate_run(
         {k: QRELS[k.split("#")[0]] for k in run}, run, k_values=(2,), metrics=["ndcg"]

@@ -60,7 +60,7 @@ Rules every adapter follows when captured samples are scored (no silent wrong nu
   ``retrieved_ids`` ``None``) is reported apart (``report.extra["capture"]["failed"]`` and
   a warning) and scores 0 (``failed_queries="zero"``) or is left out
   (``failed_queries="skip"``). A judged query never captured follows ``missing_queries``
-  (``only_captured=True`` is ``missing_queries="skip"``).
+  (the deprecated ``only_captured=True`` is ``missing_queries="skip"``).
 * **Forgotten ids.** When no captured sample id is a qrels query id the scoring is refused;
   when most are not, or when no (or few) retrieved doc ids appear in the qrels, the report
   warns and the adapter's logger logs it, naming the option that fixes it in that
@@ -133,7 +133,7 @@ from ragmeter.capture._stages import (
     stage_list,
     stage_names,
 )
-from ragmeter.capture._store import SampleStore, SampleView
+from ragmeter.capture._store import SampleStore, SampleView, missing_rule
 from ragmeter.schema import sample_keys
 
 __all__ = [
@@ -180,6 +180,7 @@ __all__ = [
     "infer_context",
     "jsonable",
     "load_dataset",
+    "missing_rule",
     "prepare_dataset",
     "propagate",
     "ranking",

@@ -16,7 +16,7 @@ from ragmeter.capture._dataset import (
 )
 from ragmeter.capture._rules import FailedQueries
 from ragmeter.capture._scope import Scope, capture
-from ragmeter.capture._store import SampleStore, SampleView
+from ragmeter.capture._store import SampleStore, SampleView, missing_rule
 from ragmeter.errors import InvalidInputError
 from ragmeter.schema import RagSample
 
@@ -188,18 +188,18 @@ class StoreFront:
         ``stage="<name>"`` that stage's; ``stages=True`` scores every stage and returns a
         :class:`~ragmeter.stages.StageReport` (what each step gained or lost, with a paired
         confidence interval). A judged query never captured scores 0 (trec_eval ``-c``)
-        unless ``only_captured=True`` (= ``missing_queries="skip"``); a sample whose run
-        failed before a ranking was captured scores 0 unless ``failed_queries="skip"``, and
-        is listed in ``report.extra["capture"]["failed"]``; a repeated sample id is scored as
-        ``"<id>#2"``... See :meth:`SampleStore.evaluate_retrieval`.
+        unless ``missing_queries="skip"`` (the deprecated ``only_captured=True``); a sample
+        whose run failed before a ranking was captured scores 0 unless
+        ``failed_queries="skip"``, and is listed in ``report.extra["capture"]["failed"]``; a
+        repeated sample id is scored as ``"<id>#2"``... See
+        :meth:`SampleStore.evaluate_retrieval`.
         """
         evaluate: Any = self.store.evaluate_retrieval  # one call for both overloads
         result: RetrievalEvalReport | StageReport = evaluate(
             qrels,
             stage=stage,
             stages=stages,
-            only_captured=only_captured,
-            missing_queries=missing_queries,
+            missing_queries=missing_rule(only_captured, missing_queries, stacklevel=2),
             failed_queries=failed_queries,
             **kwargs,
         )

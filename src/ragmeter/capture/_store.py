@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -261,7 +262,7 @@ class SampleStore:
 
         * a judged query that was never captured scores 0 and counts in the mean
           (``missing_queries="zero"``, trec_eval ``-c``, the default), or is left out
-          (``"skip"``; ``only_captured=True`` says the same);
+          (``"skip"``; the deprecated ``only_captured=True`` says the same);
         * a captured sample whose run failed before a ranking was captured (``error`` set,
           ``retrieved_ids`` ``None``) scores 0 and counts (``failed_queries="zero"``) or is
           left out (``"skip"``); either way it is listed in ``report.extra["capture"]
@@ -281,6 +282,9 @@ class SampleStore:
         if stages:
             from ragmeter.stages import evaluate_stages
 
+            missing_queries = missing_rule(only_captured, missing_queries, stacklevel=2)
+            only_captured = False
+
             if stage is not None:
                 raise InvalidInputError(
                     "pass stage= (score one stage) or stages= (score several), not both"
@@ -296,15 +300,7 @@ class SampleStore:
             )
         if stage is not None:
             stage = check_stage(stage)
-        if only_captured and missing_queries not in (None, "skip"):
-            raise InvalidInputError(
-                f"only_captured=True means missing_queries='skip' (judged queries never captured "
-                f"are left out of the mean), but missing_queries={missing_queries!r} was given "
-                "too: pass one of the two"
-            )
-        missing: Any = missing_queries
-        if missing is None:
-            missing = "skip" if only_captured else "zero"
+        missing: Any = missing_rule(only_captured, missing_queries, stacklevel=2) or "zero"
         failed_rule = check_failed(failed_queries)
         samples = list(self.samples)
         if not samples:
@@ -384,7 +380,7 @@ class SampleStore:
         what = (
             "they score 0 and count in the mean (missing_queries='zero', = trec_eval -c)"
             if rule == "zero"
-            else "they are left out of the mean (only_captured=True / missing_queries='skip'), "
+            else "they are left out of the mean (missing_queries='skip'), "
             "so the mean covers only the queries whose ids were right"
         )
         message = (
@@ -548,6 +544,29 @@ class SampleStore:
         problem = doc_id_problem({k: v for k, v in run.items() if v}, judged, self.hints.doc_id)
         if problem is not None:
             notes.append(("doc_ids", problem))
+
+
+def missing_rule(
+    only_captured: bool, missing_queries: MissingQueries | None, *, stacklevel: int
+) -> MissingQueries | None:
+    """``missing_queries`` with the deprecated ``only_captured=True`` folded in (it means
+    ``"skip"``; a ``DeprecationWarning``, ``stacklevel`` frames up)."""
+    if not only_captured:
+        return missing_queries
+    warnings.warn(
+        "evaluate_retrieval(only_captured=True) is deprecated: it is missing_queries='skip' "
+        "(judged queries never captured are left out of the mean); pass that instead "
+        "(only_captured= will be removed in a future release)",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+    if missing_queries not in (None, "skip"):
+        raise InvalidInputError(
+            f"only_captured=True means missing_queries='skip' (judged queries never captured "
+            f"are left out of the mean), but missing_queries={missing_queries!r} was given "
+            "too: pass one of the two"
+        )
+    return "skip"
 
 
 def _no_context(sample: RagSample) -> str | None:
