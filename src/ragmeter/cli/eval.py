@@ -25,7 +25,7 @@ from ragmeter.cli._tables import _print_json, rag_table
 from ragmeter.errors import InvalidInputError, NoSamplesError
 
 if TYPE_CHECKING:
-    pass
+    from ragmeter.report import RagEvalReport
 
 
 @app.command("eval")
@@ -173,30 +173,72 @@ def eval_command(
     The samples are streamed: memory does not grow with the file (per-sample scores go to
     --per-sample-out, or into --json with --per-sample).
     """
-    from ragmeter.evaluation.rag import evaluate_rag
-    from ragmeter.io.jsonl import read_jsonl
-    from ragmeter.io.scores import score_format, write_scores
-
     _existing_file(data, "data")
+    names, prices = _checked_options(
+        metrics,
+        claims_only,
+        input_price,
+        output_price,
+        per_sample_out,
+        judge,
+        {
+            "--judge-metrics": bool(judge_metrics),
+            "--judge-cache": judge_cache is not None,
+            "--no-judge-cache": no_judge_cache,
+            "--concurrency": concurrency is not None,
+            "--rpm": rpm is not None,
+            "--timeout": timeout is not None,
+            "--max-calls": max_calls is not None,
+            "--max-tokens": max_tokens is not None,
+            "--repeats": repeats is not None,
+            "--dry-run": dry_run,
+        },
+    )
+    source = _Source(data, skip_errors, as_json)
+    judge_keys: list[str] = []
+    cache_path: Path | None = None
+    if judge is not None:
+        cache_path = _judge_cache_path(judge_cache, no_judge_cache)
+        judged = _judged_report(
+            source,
+            judge,
+            judge_metrics,
+            _judge_options(concurrency, rpm, timeout, max_calls, max_tokens),
+            cache_path,
+            repeats=repeats or 1,
+            dry_run=dry_run,
+            names=names,
+            k=k,
+            prices=prices,
+            per_sample_out=per_sample_out,
+        )
+        if judged is None:  # --dry-run: the estimate was printed
+            return
+        report, judge_keys = judged
+    else:
+        report = _plain_report(source, names, k, prices, per_sample_out, keep_per_sample)
+    _print_eval(report, source, judge_keys, cache_path)
+
+
+def _checked_options(
+    metrics: list[str] | None,
+    claims_only: bool,
+    input_price: float | None,
+    output_price: float | None,
+    per_sample_out: Path | None,
+    judge: str | None,
+    judge_only: dict[str, bool],
+) -> tuple[list[str], dict[str, float] | None]:
+    """The metric names and token prices the options ask for; a :class:`CliError` for a
+    combination that cannot work (judge options without ``--judge``, ``--claims-only`` with
+    other metrics, one price without the other)."""
+    from ragmeter.io.scores import score_format
+
     if per_sample_out is not None:
         try:
             score_format(per_sample_out)
         except InvalidInputError as exc:
             raise CliError(f"--per-sample-out: {exc}") from None
-    parquet = data.name.lower().endswith((".parquet", ".pq"))
-    kind = "Parquet row" if parquet else "JSON object"
-    judge_only = {
-        "--judge-metrics": bool(judge_metrics),
-        "--judge-cache": judge_cache is not None,
-        "--no-judge-cache": no_judge_cache,
-        "--concurrency": concurrency is not None,
-        "--rpm": rpm is not None,
-        "--timeout": timeout is not None,
-        "--max-calls": max_calls is not None,
-        "--max-tokens": max_tokens is not None,
-        "--repeats": repeats is not None,
-        "--dry-run": dry_run,
-    }
     if judge is None:
         given = [name for name, on in judge_only.items() if on]
         if given:
@@ -218,95 +260,147 @@ def eval_command(
             "--metrics cost_usd needs token prices: add --input-price and --output-price "
             "(USD per million prompt / completion tokens)"
         )
-    reader: Any
-    if parquet:
-        from ragmeter.io.arrow import read_parquet
+    return names, prices
 
-        reader = read_parquet(data, skip_errors=skip_errors)
-    else:
-        reader = read_jsonl(data, skip_errors=skip_errors)
-    enabled = _progress.wanted(data, as_json)
-    total = None
-    if enabled:
-        if parquet:
-            total = reader.num_rows
-        elif data.suffix != ".gz":
-            total = _progress.count_lines(data)
-    samples = _progress.with_progress(reader, total=total, enabled=enabled)
-    judge_keys: list[str] = []
-    cache_path: Path | None = None
-    if judge is not None:
-        judge_names = _judge_metric_names(judge_metrics)
-        options = _judge_options(concurrency, rpm, timeout, max_calls, max_tokens)
-        cache_path = _judge_cache_path(judge_cache, no_judge_cache)
-        the_judge = _make_judge(judge)
+
+class _Source:
+    """The samples file, streamed (a JSONL or Parquet reader, with a progress bar on a
+    terminal for large files)."""
+
+    def __init__(self, data: Path, skip_errors: bool, as_json: bool) -> None:
+        from ragmeter.io.jsonl import read_jsonl
+
+        self.data = data
+        self.as_json = as_json
+        self.parquet = data.name.lower().endswith((".parquet", ".pq"))
+        self.kind = "Parquet row" if self.parquet else "JSON object"
+        self.reader: Any
+        if self.parquet:
+            from ragmeter.io.arrow import read_parquet
+
+            self.reader = read_parquet(data, skip_errors=skip_errors)
+        else:
+            self.reader = read_jsonl(data, skip_errors=skip_errors)
+        enabled = _progress.wanted(data, as_json)
+        total = None
+        if enabled:
+            if self.parquet:
+                total = self.reader.num_rows
+            elif data.suffix != ".gz":
+                total = _progress.count_lines(data)
+        self.samples = _progress.with_progress(self.reader, total=total, enabled=enabled)
+
+    def empty(self, note: str = "") -> NoSamplesError:
+        """The error for a file that held no sample."""
+        return NoSamplesError(
+            f"{self.data}: no samples to score: the file holds no {self.kind}{note}"
+            + ("" if self.parquet else " (JSONL = one JSON object per line)")
+        )
+
+
+def _judged_report(
+    source: _Source,
+    judge: str,
+    judge_metrics: list[str] | None,
+    options: Any,
+    cache_path: Path | None,
+    *,
+    repeats: int,
+    dry_run: bool,
+    names: list[str],
+    k: int,
+    prices: dict[str, float] | None,
+    per_sample_out: Path | None,
+) -> tuple[RagEvalReport, list[str]] | None:
+    """Score with the user's judge (``None`` after printing a ``--dry-run`` estimate)."""
+    from ragmeter.evaluation.judged import evaluate_with_judges
+    from ragmeter.evaluation.rag import evaluate_rag
+    from ragmeter.io.scores import write_scores
+
+    judge_names = _judge_metric_names(judge_metrics)
+    the_judge = _make_judge(judge)
+    try:
+        loaded = list(source.samples)  # judge mode needs them twice: to choose, then to score
+    finally:
+        source.samples.close()
+    if not loaded:
+        raise NoSamplesError(
+            f"{source.data}: no samples to score: the file holds no {source.kind} "
+            + ("" if source.parquet else "(JSONL = one JSON object per line)")
+        )
+    judged, notes = _judge_metrics(the_judge, judge_names, repeats, loaded)
+    if dry_run:
+        from ragmeter.judge.runner import estimate_judges
+        from ragmeter.schema import coerce_sample
+
+        cache = _open_judge_cache(cache_path, create=False)
         try:
-            loaded = list(samples)  # judge mode needs them twice: to choose, then to score
-        finally:
-            samples.close()
-        if not loaded:
-            raise NoSamplesError(
-                f"{data}: no samples to score: the file holds no {kind} "
-                + ("" if parquet else "(JSONL = one JSON object per line)")
-            )
-        judged, notes = _judge_metrics(the_judge, judge_names, repeats or 1, loaded)
-        judge_keys = [m.name for m in judged]
-        err = _stderr()
-        if dry_run:
-            from ragmeter.judge.runner import estimate_judges
-            from ragmeter.schema import coerce_sample
-
-            cache = _open_judge_cache(cache_path, create=False)
-            try:
-                coerced = [coerce_sample(s, index=i) for i, s in enumerate(loaded)]
-                estimate = estimate_judges(coerced, judged, cache=cache)
-            finally:
-                if cache is not None:
-                    cache.close()
-            _print_estimate(estimate, cache_path, as_json=as_json)
-            return
-        for note in notes:
-            err.print(f"not computed: {note}", markup=False, style="dim")
-        from ragmeter.evaluation.judged import evaluate_with_judges
-
-        cache = _open_judge_cache(cache_path)
-        try:
-            with _progress.judge_progress(not as_json and _progress.stderr_is_tty()) as progress:
-                report = evaluate_with_judges(
-                    loaded,
-                    judge_metrics=judged,
-                    other_metrics=names or None,
-                    evaluate=evaluate_rag,
-                    judge_cache=cache,
-                    judge_options=options,
-                    progress=progress,
-                    k=k,
-                    prices=prices,
-                )
+            coerced = [coerce_sample(s, index=i) for i, s in enumerate(loaded)]
+            estimate = estimate_judges(coerced, judged, cache=cache)
         finally:
             if cache is not None:
                 cache.close()
-        if per_sample_out is not None:
-            write_scores(report, per_sample_out)
-            report.extra["per_sample_file"] = str(per_sample_out)
-    else:
-        keep: Any = per_sample_out if per_sample_out is not None else keep_per_sample
-        try:
-            report = evaluate_rag(
-                samples, metrics=names or None, k=k, prices=prices, per_sample=keep
+        _print_estimate(estimate, cache_path, as_json=source.as_json)
+        return None
+    err = _stderr()
+    for note in notes:
+        err.print(f"not computed: {note}", markup=False, style="dim")
+    cache = _open_judge_cache(cache_path)
+    try:
+        shown = not source.as_json and _progress.stderr_is_tty()
+        with _progress.judge_progress(shown) as progress:
+            report = evaluate_with_judges(
+                loaded,
+                judge_metrics=judged,
+                other_metrics=names or None,
+                evaluate=evaluate_rag,
+                judge_cache=cache,
+                judge_options=options,
+                progress=progress,
+                k=k,
+                prices=prices,
             )
-        except NoSamplesError:
-            what = "rows" if parquet else "lines"
-            note = f" ({len(reader.skipped)} malformed {what} skipped)" if reader.skipped else ""
-            raise NoSamplesError(
-                f"{data}: no samples to score: the file holds no {kind}{note}"
-                + ("" if parquet else " (JSONL = one JSON object per line)")
-            ) from None
-        finally:
-            samples.close()  # stops the progress bar at once, also on an error
-    skipped = list(reader.skipped)
+    finally:
+        if cache is not None:
+            cache.close()
+    if per_sample_out is not None:
+        write_scores(report, per_sample_out)
+        report.extra["per_sample_file"] = str(per_sample_out)
+    return report, [m.name for m in judged]
+
+
+def _plain_report(
+    source: _Source,
+    names: list[str],
+    k: int,
+    prices: dict[str, float] | None,
+    per_sample_out: Path | None,
+    keep_per_sample: bool,
+) -> RagEvalReport:
+    """Score without a judge, streaming the samples."""
+    from ragmeter.evaluation.rag import evaluate_rag
+
+    keep: Any = per_sample_out if per_sample_out is not None else keep_per_sample
+    try:
+        return evaluate_rag(
+            source.samples, metrics=names or None, k=k, prices=prices, per_sample=keep
+        )
+    except NoSamplesError:
+        skipped = source.reader.skipped
+        what = "rows" if source.parquet else "lines"
+        note = f" ({len(skipped)} malformed {what} skipped)" if skipped else ""
+        raise source.empty(note) from None
+    finally:
+        source.samples.close()  # stops the progress bar at once, also on an error
+
+
+def _print_eval(
+    report: RagEvalReport, source: _Source, judge_keys: list[str], cache_path: Path | None
+) -> None:
+    """The report on stdout (a table, or JSON); skipped lines, gaps and warnings on stderr."""
+    skipped = list(source.reader.skipped)
     report.skipped_lines = len(skipped)
-    if as_json:
+    if source.as_json:
         _print_json(report)
         return
     heading = f"RAG evaluation: {report.n_samples} samples"
@@ -316,7 +410,7 @@ def eval_command(
     if judge_keys:
         _print_judge_summary(report, judge_keys, cache_path)
     err = _stderr()
-    unit = "row" if parquet else "line"
+    unit = "row" if source.parquet else "line"
     for line, message in skipped[:20]:
         err.print(f"skipped {unit} {line}: {message}", markup=False)
     if len(skipped) > 20:
