@@ -103,91 +103,130 @@ def report_command(
     ] = None,
 ) -> None:
     """Write an HTML report: plots, a sortable per-query table and drill-down, one file."""
-    from ragmeter.html import write_rag_report, write_retrieval_report
-    from ragmeter.html._inputs import beir_texts, load_texts
-
+    header = {"title": title, "dataset": dataset, "system": system, "depth": depth}
     if data is not None:
         if qrels is not None or run is not None or queries is not None or corpus is not None:
             raise CliError(
                 "give either a JSONL sample file (RAG report) or --qrels and --run (retrieval "
                 "report), not both; --queries and --corpus go with --qrels and --run"
             )
-        from ragmeter.evaluation.rag import evaluate_rag
-        from ragmeter.io.jsonl import read_jsonl
-
-        _existing_file(data, "data")
-        cut_off = 5
-        if k is not None:
-            ks = parse_k_values(k)
-            if len(ks) != 1:
-                raise CliError(f"--k takes one cut-off for a sample file, got {k!r}")
-            cut_off = ks[0]
-        reader = read_jsonl(data, skip_errors=skip_errors)
-        samples = list(reader)
-        if not samples:
-            raise NoSamplesError(f"{data}: no samples to report: the file holds no JSON object")
-        rag = evaluate_rag(samples, metrics=_split_list(metrics) or None, k=cut_off)
-        rag.skipped_lines = len(reader.skipped)
-        staged, stage_notes = _stage_report(samples)
-        written = write_rag_report(
-            rag,
-            html,
-            samples=samples,
-            title=title,
-            dataset=dataset,
-            system=system or data.stem,
-            depth=depth,
-            stages=staged,
-        )
-        what = f"{rag.n_samples} samples" + (f", {len(staged.rows)} stages" if staged else "")
-        warnings = [*rag.warnings, *stage_notes]
+        written, what, warnings = _rag_page(data, html, k, metrics, skip_errors, header)
     else:
         if qrels is None or run is None:
             raise CliError(
                 "ragmeter report needs a JSONL sample file, or --qrels and --run for a TREC run"
             )
-        if not qrels.exists():
-            raise CliError(f"qrels file not found: {qrels}")
-        if missing_queries not in ("zero", "skip"):
-            raise CliError(f"--missing-queries must be 'zero' or 'skip', got {missing_queries!r}")
-        from ragmeter.io import read_qrels as read_any_qrels
-
-        judged = read_any_qrels(qrels)
-        ranked = read_trec_run(_existing_file(run, "run"))
-        scored = evaluate_run(
-            judged,
-            ranked,
-            k_values=parse_k_values(k or _DEFAULT_K),
-            metrics=_split_list(metrics) or list(DISPLAY_METRICS),
-            relevance_level=relevance_level,
-            missing_queries="skip" if missing_queries == "skip" else "zero",
-        )
-        texts = load_texts(queries, "queries") if queries is not None else None
-        docs = load_texts(corpus, "corpus") if corpus is not None else None
-        if qrels.is_dir():  # a BEIR directory brings its own texts
-            texts = texts if texts is not None else beir_texts(qrels, "queries")
-            docs = docs if docs is not None else beir_texts(qrels, "corpus")
-        if queries is not None and queries.is_dir() and docs is None:
-            docs = beir_texts(queries, "corpus")
-        written = write_retrieval_report(
-            scored,
+        written, what, warnings = _retrieval_page(
+            qrels,
+            run,
             html,
-            run=ranked,
-            qrels=judged,
-            queries=texts,
-            corpus=docs,
-            title=title,
-            dataset=dataset or (qrels.name if qrels.is_dir() else None),
-            system=system or run.stem,
-            depth=depth,
+            k,
+            metrics,
+            relevance_level,
+            missing_queries,
+            (queries, corpus),
+            header,
         )
-        what = f"{len(scored.per_query)} queries"
-        warnings = list(scored.warnings)
     size = written.stat().st_size
     typer.echo(f"wrote {written} ({size / 1e6:.1f} MB, {what})")
     err = _stderr()
     for warning in warnings:
         err.print(f"warning: {warning}", markup=False)
+
+
+def _rag_page(
+    data: Path,
+    html: Path,
+    k: str | None,
+    metrics: list[str] | None,
+    skip_errors: bool,
+    header: dict[str, Any],
+) -> tuple[Path, str, list[str]]:
+    """Score a sample file and write its page: (the page, what it shows, warnings)."""
+    from ragmeter.evaluation.rag import evaluate_rag
+    from ragmeter.html import write_rag_report
+    from ragmeter.io.jsonl import read_jsonl
+
+    _existing_file(data, "data")
+    cut_off = 5
+    if k is not None:
+        ks = parse_k_values(k)
+        if len(ks) != 1:
+            raise CliError(f"--k takes one cut-off for a sample file, got {k!r}")
+        cut_off = ks[0]
+    reader = read_jsonl(data, skip_errors=skip_errors)
+    samples = list(reader)
+    if not samples:
+        raise NoSamplesError(f"{data}: no samples to report: the file holds no JSON object")
+    rag = evaluate_rag(samples, metrics=_split_list(metrics) or None, k=cut_off)
+    rag.skipped_lines = len(reader.skipped)
+    staged, stage_notes = _stage_report(samples)
+    written = write_rag_report(
+        rag,
+        html,
+        samples=samples,
+        title=header["title"],
+        dataset=header["dataset"],
+        system=header["system"] or data.stem,
+        depth=header["depth"],
+        stages=staged,
+    )
+    what = f"{rag.n_samples} samples" + (f", {len(staged.rows)} stages" if staged else "")
+    return written, what, [*rag.warnings, *stage_notes]
+
+
+def _retrieval_page(
+    qrels: Path,
+    run: Path,
+    html: Path,
+    k: str | None,
+    metrics: list[str] | None,
+    relevance_level: float | None,
+    missing_queries: str,
+    texts_from: tuple[Path | None, Path | None],
+    header: dict[str, Any],
+) -> tuple[Path, str, list[str]]:
+    """Score a TREC run and write its page (with query and document texts when given, or
+    from a BEIR directory): (the page, what it shows, warnings)."""
+    from ragmeter.html import write_retrieval_report
+    from ragmeter.html._inputs import beir_texts, load_texts
+    from ragmeter.io import read_qrels as read_any_qrels
+
+    if not qrels.exists():
+        raise CliError(f"qrels file not found: {qrels}")
+    if missing_queries not in ("zero", "skip"):
+        raise CliError(f"--missing-queries must be 'zero' or 'skip', got {missing_queries!r}")
+    judged = read_any_qrels(qrels)
+    ranked = read_trec_run(_existing_file(run, "run"))
+    scored = evaluate_run(
+        judged,
+        ranked,
+        k_values=parse_k_values(k or _DEFAULT_K),
+        metrics=_split_list(metrics) or list(DISPLAY_METRICS),
+        relevance_level=relevance_level,
+        missing_queries="skip" if missing_queries == "skip" else "zero",
+    )
+    queries, corpus = texts_from
+    texts = load_texts(queries, "queries") if queries is not None else None
+    docs = load_texts(corpus, "corpus") if corpus is not None else None
+    if qrels.is_dir():  # a BEIR directory brings its own texts
+        texts = texts if texts is not None else beir_texts(qrels, "queries")
+        docs = docs if docs is not None else beir_texts(qrels, "corpus")
+    if queries is not None and queries.is_dir() and docs is None:
+        docs = beir_texts(queries, "corpus")
+    written = write_retrieval_report(
+        scored,
+        html,
+        run=ranked,
+        qrels=judged,
+        queries=texts,
+        corpus=docs,
+        title=header["title"],
+        dataset=header["dataset"] or (qrels.name if qrels.is_dir() else None),
+        system=header["system"] or run.stem,
+        depth=header["depth"],
+    )
+    return written, f"{len(scored.per_query)} queries", list(scored.warnings)
 
 
 def _stage_report(samples: Sequence[RagSample]) -> tuple[Any, list[str]]:
