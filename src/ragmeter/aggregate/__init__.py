@@ -40,17 +40,10 @@ of a list), ``_distribution`` (the mergeable distribution), ``_ids`` (repeated s
 from __future__ import annotations
 
 from ragmeter._gc import paused_gc
-from ragmeter.aggregate._distribution import Distribution
-from ragmeter.aggregate._exact import (
-    BLOCK,
-    MAX_DISTINCT,
-    PERCENTILES,
-    RELATIVE_ACCURACY,
-    ExactSum,
-    MeanRule,
-)
+from ragmeter.aggregate._distribution import BLOCK, MAX_DISTINCT, RELATIVE_ACCURACY, Distribution
+from ragmeter.aggregate._exact import ExactSum
 from ragmeter.aggregate._ids import IdRoots, StreamKeys, id_root
-from ragmeter.aggregate._summary import summarize_values
+from ragmeter.aggregate._summary import PERCENTILES, MeanRule, summarize_values
 
 __all__ = [
     "BLOCK",

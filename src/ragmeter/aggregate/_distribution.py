@@ -12,18 +12,25 @@ from ragmeter.aggregate._exact import (
     _DEKKER_HI,
     _DEKKER_LO,
     _SCALE,
-    MAX_DISTINCT,
-    RELATIVE_ACCURACY,
     ExactSum,
-    MeanRule,
     _dekker_squares,
     _scaled,
     _scaled_square,
 )
-from ragmeter.aggregate._summary import _empty_stats, _mean, _quantiles, _std
+from ragmeter.aggregate._summary import MeanRule, _empty_stats, _mean, _quantiles, _std
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+BLOCK = 4096
+"""How many values a streamed evaluation buffers per metric before folding them in."""
+
+MAX_DISTINCT = 2048
+"""A :class:`Distribution` keeps exact counts up to this many distinct values."""
+
+RELATIVE_ACCURACY = 0.001
+"""Relative error bound of a bucketed order statistic (and so of a percentile)."""
 
 
 class _Buckets:

@@ -4,26 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
-
-BLOCK = 4096
-"""How many values a streamed evaluation buffers per metric before folding them in."""
-
-MAX_DISTINCT = 2048
-"""A :class:`Distribution` keeps exact counts up to this many distinct values."""
-
-RELATIVE_ACCURACY = 0.001
-"""Relative error bound of a bucketed order statistic (and so of a percentile)."""
-
-PERCENTILES: tuple[int, ...] = (5, 25, 50, 75, 95)
-
-MeanRule = Literal["exact", "fsum"]
-"""``"exact"``: the correctly rounded mean; ``"fsum"``: ``math.fsum(values) / n`` (the
-correctly rounded mean when that sum is beyond the float range)."""
 
 _SCALE = 1074
 """Every finite float is an integer multiple of ``2**-1074``."""

@@ -5,13 +5,11 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from ragmeter.aggregate._exact import (
     _SCALE,
     _SQ_SCALE,
-    PERCENTILES,
-    MeanRule,
     _array_sum,
     _exact_squares,
     _py_squares,
@@ -19,8 +17,11 @@ from ragmeter.aggregate._exact import (
     _sqrt_frac,
 )
 
-if TYPE_CHECKING:
-    pass
+PERCENTILES: tuple[int, ...] = (5, 25, 50, 75, 95)
+
+MeanRule = Literal["exact", "fsum"]
+"""``"exact"``: the correctly rounded mean; ``"fsum"``: ``math.fsum(values) / n`` (the
+correctly rounded mean when that sum is beyond the float range)."""
 
 
 def _mean(total: int, n: int, scale: int, rule: MeanRule) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -13,10 +13,6 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ragmeter.errors import InvalidInputError, RagmeterError, describe_error
-
-if TYPE_CHECKING:
-    pass
-
 
 T = TypeVar("T")
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ragmeter.cli._app import CliError
 from ragmeter.evaluation.retrieval import DEFAULT_K_VALUES
 from ragmeter.io.beir import DEFAULT_QRELS_PATHS
-
-if TYPE_CHECKING:
-    pass
-
 
 # --------------------------------------------------------------------------- arguments
 

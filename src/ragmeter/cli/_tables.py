@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -12,10 +11,6 @@ from rich.table import Table
 
 from ragmeter.cli._app import CliError, _print_table, _stderr
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
-
-if TYPE_CHECKING:
-    pass
-
 
 # --------------------------------------------------------------------------- rendering
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -33,9 +33,6 @@ from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
 from ragmeter.io.trec import read_trec_run
 from ragmeter.report import RetrievalEvalReport
-
-if TYPE_CHECKING:
-    pass
 
 
 def _score_files(

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from ragmeter.cli._app import app
-
-if TYPE_CHECKING:
-    pass
 
 
 @app.command()
