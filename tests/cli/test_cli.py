@@ -93,6 +93,18 @@ def test_demo_trec_output_matches_trec_eval(capsys: pytest.CaptureFixture[str]) 
     assert {k: got[k] for k in shared} == {k: expected[k] for k in shared}
 
 
+def test_python_dash_m_ragmeter_cli_runs_the_cli() -> None:
+    """``python -m ragmeter.cli`` keeps working now that the CLI is a package."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ragmeter.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ragmeter ")
+
+
 def test_python_dash_m_runs_the_cli() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ragmeter", "demo", "--json"],

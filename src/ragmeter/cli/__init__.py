@@ -67,6 +67,3 @@ __all__ = [
 # compare, gate and stages; an import error is not swallowed: a command never vanishes
 _register_stats(app)
 _register_stages(app)
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -6,8 +6,12 @@ import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragmeter.cli._app import PROGRESS_MIN_BYTES, T, _stderr
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def with_progress(
@@ -17,22 +21,7 @@ def with_progress(
     if not enabled:
         yield from items
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    progress = Progress(
-        TextColumn("reading samples"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=_stderr(),
-        transient=True,
-    )
+    progress = _bar("reading samples")
     with progress:
         task = progress.add_task("samples", total=total)
         pending = 0
@@ -68,6 +57,18 @@ def judge_progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]
     if not enabled:
         yield None
         return
+    bar = _bar("judging")
+    with bar:
+        task = bar.add_task("judge calls", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _bar(label: str) -> Progress:
+    """A transient rich progress bar on stderr: ``label``, the bar, done/total, elapsed."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -76,18 +77,11 @@ def judge_progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]
         TimeElapsedColumn,
     )
 
-    bar = Progress(
-        TextColumn("judging"),
+    return Progress(
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=_stderr(),
         transient=True,
     )
-    with bar:
-        task = bar.add_task("judge calls", total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update

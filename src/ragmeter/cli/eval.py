@@ -324,10 +324,7 @@ def _judged_report(
     finally:
         source.samples.close()
     if not loaded:
-        raise NoSamplesError(
-            f"{source.data}: no samples to score: the file holds no {source.kind} "
-            + ("" if source.parquet else "(JSONL = one JSON object per line)")
-        )
+        raise source.empty()
     judged, notes = _judge_metrics(the_judge, judge_names, repeats, loaded)
     if dry_run:
         from ragmeter.judge.runner import estimate_judges
