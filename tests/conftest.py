@@ -35,6 +35,7 @@ SKIP_ALLOWED: dict[str, str] = {
 
 
 def _compiler_available() -> bool:
+    """Whether ``sysconfig``'s C compiler is on ``PATH`` and ``Python.h`` exists."""
     import shutil
     import sysconfig
 
@@ -43,8 +44,16 @@ def _compiler_available() -> bool:
     return shutil.which(cc) is not None and header.exists()
 
 
-if not _compiler_available():  # pragma: no cover - every CI machine has one
+COMPILER = _compiler_available()
+if not COMPILER:  # pragma: no cover - every CI machine has one
     SKIP_ALLOWED["the compiled kernel is not built"] = "no C compiler or Python headers here"
+
+
+@pytest.fixture(scope="session")
+def compiler_available() -> bool:
+    """Whether this machine has a C compiler and ``Python.h`` (so the kernel must build)."""
+    return COMPILER
+
 
 _UNEXPECTED_SKIPS: list[str] = []
 

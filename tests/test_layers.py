@@ -131,9 +131,8 @@ def _layer_of(module: str) -> str:
 
 def _target(module: str, names: list[str]) -> str:
     """``from ragmeter import x`` imports the module ``ragmeter.x`` when it is one."""
-    if module == "ragmeter" and names and (SRC / names[0]).exists():
-        return f"ragmeter.{names[0]}"
-    if module == "ragmeter" and names and (SRC / f"{names[0]}.py").exists():
+    submodule = SRC / names[0] if module == "ragmeter" and names else None
+    if submodule is not None and (submodule.is_dir() or submodule.with_suffix(".py").exists()):
         return f"ragmeter.{names[0]}"
     return module
 
