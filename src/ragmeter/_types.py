@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal, TypeAlias
 
 __all__ = [
+    "DEFAULT_K_VALUES",
     "FAILED_QUERIES",
     "MAX_GRADE",
     "MISSING_QUERIES",
@@ -32,6 +33,9 @@ Qrels: TypeAlias = Mapping[str, Mapping[str, float]]
 RunLike: TypeAlias = Mapping[str, Sequence[str]]
 """``{query_id: [doc_id, ...]}``, best first: any mapping of ranked lists (a plain dict, or
 :class:`ragmeter.Run`, the run a TREC file is read into, which keeps its scores too)."""
+
+DEFAULT_K_VALUES: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
+"""The cut-offs every retrieval entry point scores at unless told otherwise."""
 
 MAX_GRADE = float(2**53)
 """Largest grade magnitude accepted: ints up to 2**53 are exact as doubles, and a sum of

@@ -108,7 +108,7 @@ def test_cranfield_and_vaswani_on_two_workers(client: Client, tmp_path: Path) ->
             for parts in (1, 4, 9):
                 bag = db.from_sequence(items, npartitions=parts)
                 _same(
-                    rdask.evaluate_run(qrels, bag, client=client),
+                    rdask.evaluate_run(qrels, bag, client=client, per_query=False),
                     ragmeter.evaluate_run(qrels, dict(run)),
                 )
                 kept = rdask.evaluate_run(qrels, bag, client=client, per_query=True)

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragmeter.errors import DuplicateDocumentError, InvalidInputError
-from ragmeter.evaluation import retrieval
+from ragmeter.evaluation import _query, scoring
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.beir import read_beir_qrels
 from ragmeter.io.trec import read_trec_qrels, read_trec_run
@@ -89,7 +89,8 @@ def outcome(fn: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Run ``evaluate_run`` with the given kernel, whatever RAGMETER_PURE_PYTHON says."""
     kernel = py_score_query if request.param == "python" else c_kernel()
-    monkeypatch.setattr(retrieval, "score_query", kernel)
+    monkeypatch.setattr(scoring, "score_query", kernel)
+    monkeypatch.setattr(_query, "score_query", kernel)
     yield request.param
 
 
@@ -403,7 +404,8 @@ def report_or_error(
     kernel: ScoreQuery, monkeypatch: pytest.MonkeyPatch, *args: Any, **kwargs: Any
 ) -> tuple[Any, ...]:
     with monkeypatch.context() as m:
-        m.setattr(retrieval, "score_query", kernel)
+        m.setattr(scoring, "score_query", kernel)
+        m.setattr(_query, "score_query", kernel)
         try:
             report = evaluate_run(*args, **kwargs)
         except Exception as exc:
