@@ -56,8 +56,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 
 ALLOWED: dict[tuple[str, str], str] = {
-    ("ragmeter.report", "ragmeter.html"): "deprecated to_html (ragmeter.html writes pages)",
-    ("ragmeter.stats._compare", "ragmeter.html"): "deprecated CompareResult.to_html",
+    ("ragmeter.report._html", "ragmeter.html"): "deprecated to_html (ragmeter.html writes pages)",
+    ("ragmeter.stats._result", "ragmeter.html"): "deprecated CompareResult.to_html",
     ("ragmeter.stages", "ragmeter.html"): "deprecated StageReport.to_html",
     ("ragmeter.stages", "ragmeter.capture"): (
         "evaluate_stages scores through SampleStore.evaluate_retrieval (issue 19: move the "

@@ -90,17 +90,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         result = command.main(args=argv, prog_name="ragmeter", standalone_mode=False)
         sys.stdout.flush()  # a full disk or a closed pipe must not pass as success
-    except CliError as exc:
-        return _fail(str(exc), 2)
-    except RagmeterError as exc:
-        return _fail(str(exc), 1)
     except BrokenPipeError:
         # the reader went away (`ragmeter ... | head -1`): the output is cut, so not exit 0;
         # point stdout at /dev/null so the interpreter's exit flush does not complain too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _fail("standard output was closed before all results were written", 1)
-    except OSError as exc:
-        return _fail(describe_error(exc), 1)
+    except (RagmeterError, OSError) as exc:
+        return _fail(describe_error(exc), _exit_code(exc))
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as exc:
@@ -123,6 +119,19 @@ def run(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str, code: int) -> int:
     typer.echo(f"ragmeter: error: {_one_line(message)}", err=True)
     return code
+
+
+def _exit_code(exc: RagmeterError | OSError) -> int:
+    """The exit code of bad input: 2 for a bad command line (:class:`CliError`), 1 for bad
+    data or a file that cannot be read."""
+    return 2 if isinstance(exc, CliError) else 1
+
+
+def error_exit(exc: RagmeterError | OSError) -> typer.Exit:
+    """Say ``exc`` on one stderr line and return the :class:`typer.Exit` that ends the command
+    with :func:`run`'s exit code for it (for a command that must end itself, e.g. one
+    registered on another app)."""
+    return typer.Exit(_fail(describe_error(exc), _exit_code(exc)))
 
 
 def main() -> None:

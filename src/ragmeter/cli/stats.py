@@ -10,19 +10,19 @@ CI job can tell a regression from a broken setup. Errors are one stderr line,
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
+from ragmeter.cli._app import CliError, error_exit
 from ragmeter.errors import InvalidInputError, RagmeterError, describe_error
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.stats import Comparable, compare, compare_many, gate
 
 __all__ = ["load_comparable", "read_qrels_file", "register"]
 
-T = TypeVar("T")
 _KEY = re.compile(r"^(?P<name>[^@\s]+)(?:@(?P<k>\d+))?$")
 
 TestOpt = Annotated[
@@ -62,16 +62,79 @@ HtmlOpt = Annotated[
         show_default=False,
     ),
 ]
-
-
-def _run_or_exit(fn: Callable[[], T], code: int) -> T:
-    """Run ``fn``; turn bad input into one stderr line and exit ``code``."""
-    try:
-        return fn()
-    except (RagmeterError, OSError) as exc:
-        message = " ".join(describe_error(exc).split())
-        typer.echo(f"ragmeter: error: {message}", err=True)
-        raise typer.Exit(code) from None
+RunsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Two or more TREC run files (JSONL sample files with --samples); "
+        "the first is the baseline.",
+        show_default=False,
+    ),
+]
+QrelsOpt = Annotated[
+    Path | None,
+    typer.Option("--qrels", help="Qrels: TREC file, BEIR TSV, or a BEIR directory."),
+]
+SamplesOpt = Annotated[
+    bool, typer.Option("--samples", help="RUNS are JSONL sample files, not TREC runs.")
+]
+CompareMetricOpt = Annotated[
+    str | None,
+    typer.Option("--metric", "-m", help="Metric key, e.g. ndcg@10 (default) or recall@5."),
+]
+ConfidenceOpt = Annotated[
+    float, typer.Option("--confidence", help="Confidence level of the interval.")
+]
+PairByOpt = Annotated[
+    str,
+    typer.Option(
+        "--pair-by",
+        help="With --samples: pair samples by 'id' (default) or by line 'order' "
+        "(for files whose samples have no ids).",
+    ),
+]
+RelevanceLevelOpt = Annotated[
+    float | None,
+    typer.Option("--relevance-level", help="Relevant when grade >= this (trec_eval -l)."),
+]
+MissingQueriesOpt = Annotated[
+    str,
+    typer.Option(
+        "--missing-queries",
+        help="A judged query a run has no ranking for: 'zero' (default) scores it 0 "
+        "(= trec_eval -c), so it is paired as 0; 'skip' leaves it out of that run's "
+        "scores (then pass --on-missing intersect to pair the queries both rank). "
+        "Either way a warning counts them.",
+    ),
+]
+QueriesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--queries",
+        help="With --html: query texts (a BEIR directory, queries.jsonl, or a TSV "
+        "'id<TAB>text'); a BEIR --qrels directory brings its own.",
+        show_default=False,
+    ),
+]
+CorpusOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--corpus",
+        help="With --html: document texts for snippets (a BEIR directory or corpus.jsonl).",
+        show_default=False,
+    ),
+]
+BaselineOpt = Annotated[
+    Path, typer.Option("--baseline", help="Baseline report JSON (report.to_json()).")
+]
+CurrentOpt = Annotated[Path, typer.Option("--current", help="Current report JSON to check.")]
+GateMetricOpt = Annotated[
+    str | None,
+    typer.Option("--metric", "-m", help="Metric key (default: ndcg@10, or the report's first)."),
+]
+MaxDropOpt = Annotated[
+    float,
+    typer.Option("--max-drop", help="Largest tolerated drop, in the metric's units."),
+]
 
 
 def read_qrels_file(path: Path) -> Mapping[str, Mapping[str, float]]:
@@ -235,158 +298,109 @@ def _write_compare_html(
     typer.echo(f"wrote {written}", err=True)
 
 
+def _score_runs(
+    runs: list[Path],
+    *,
+    samples: bool,
+    pair_by: str,
+    qrels: Path | None,
+    metric: str | None,
+    relevance_level: float | None,
+    missing_queries: str,
+) -> tuple[list[Comparable], Mapping[str, Mapping[str, float]] | None]:
+    """Each run (or sample file) scored on the metric compared, and the qrels read (``None``
+    for sample files)."""
+    if len(runs) < 2:
+        raise InvalidInputError("compare needs at least two runs (the first is the baseline)")
+    if pair_by not in ("id", "order"):
+        raise InvalidInputError(f"--pair-by must be 'id' or 'order', got {pair_by!r}")
+    reports: list[Comparable]
+    if samples:
+        reports = [_samples_report(p, metric) for p in runs]
+        if pair_by == "order":
+            reports = [_by_order(r, metric) for r in reports]
+        return reports, None
+    if qrels is None:
+        raise InvalidInputError(
+            "--qrels is required to score TREC runs (or pass --samples for JSONL sample files)"
+        )
+    judged = read_qrels_file(qrels)
+    reports = [_retrieval_report(p, judged, metric, relevance_level, missing_queries) for p in runs]
+    return reports, judged
+
+
 def compare_command(
-    runs: Annotated[
-        list[Path],
-        typer.Argument(
-            help="Two or more TREC run files (JSONL sample files with --samples); "
-            "the first is the baseline.",
-            show_default=False,
-        ),
-    ],
-    qrels: Annotated[
-        Path | None,
-        typer.Option("--qrels", help="Qrels: TREC file, BEIR TSV, or a BEIR directory."),
-    ] = None,
-    samples: Annotated[
-        bool, typer.Option("--samples", help="RUNS are JSONL sample files, not TREC runs.")
-    ] = False,
-    metric: Annotated[
-        str | None,
-        typer.Option("--metric", "-m", help="Metric key, e.g. ndcg@10 (default) or recall@5."),
-    ] = None,
+    runs: RunsArg,
+    qrels: QrelsOpt = None,
+    samples: SamplesOpt = False,
+    metric: CompareMetricOpt = None,
     test: TestOpt = "randomization",
     resamples: ResamplesOpt = 10_000,
     seed: SeedOpt = 0,
-    confidence: Annotated[
-        float, typer.Option("--confidence", help="Confidence level of the interval.")
-    ] = 0.95,
+    confidence: ConfidenceOpt = 0.95,
     alpha: AlphaOpt = 0.05,
     on_missing: OnMissingOpt = "error",
-    pair_by: Annotated[
-        str,
-        typer.Option(
-            "--pair-by",
-            help="With --samples: pair samples by 'id' (default) or by line 'order' "
-            "(for files whose samples have no ids).",
-        ),
-    ] = "id",
-    relevance_level: Annotated[
-        float | None,
-        typer.Option("--relevance-level", help="Relevant when grade >= this (trec_eval -l)."),
-    ] = None,
-    missing_queries: Annotated[
-        str,
-        typer.Option(
-            "--missing-queries",
-            help="A judged query a run has no ranking for: 'zero' (default) scores it 0 "
-            "(= trec_eval -c), so it is paired as 0; 'skip' leaves it out of that run's "
-            "scores (then pass --on-missing intersect to pair the queries both rank). "
-            "Either way a warning counts them.",
-        ),
-    ] = "zero",
+    pair_by: PairByOpt = "id",
+    relevance_level: RelevanceLevelOpt = None,
+    missing_queries: MissingQueriesOpt = "zero",
     higher_is_better: DirectionOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
-    queries: Annotated[
-        Path | None,
-        typer.Option(
-            "--queries",
-            help="With --html: query texts (a BEIR directory, queries.jsonl, or a TSV "
-            "'id<TAB>text'); a BEIR --qrels directory brings its own.",
-            show_default=False,
-        ),
-    ] = None,
-    corpus: Annotated[
-        Path | None,
-        typer.Option(
-            "--corpus",
-            help="With --html: document texts for snippets (a BEIR directory or corpus.jsonl).",
-            show_default=False,
-        ),
-    ] = None,
+    queries: QueriesOpt = None,
+    corpus: CorpusOpt = None,
 ) -> None:
     """Is the difference real? Paired test, confidence interval and per-query wins.
 
     More than two runs: each against the first, Holm–Bonferroni adjusted.
     """
-
-    def run() -> str:
-        if len(runs) < 2:
-            raise InvalidInputError("compare needs at least two runs (the first is the baseline)")
-        reports: list[Comparable]
-        if pair_by not in ("id", "order"):
-            raise InvalidInputError(f"--pair-by must be 'id' or 'order', got {pair_by!r}")
-        judged: Mapping[str, Mapping[str, float]] | None = None
-        if samples:
-            reports = [_samples_report(p, metric) for p in runs]
-            if pair_by == "order":
-                reports = [_by_order(r, metric) for r in reports]
-        else:
-            if qrels is None:
-                raise InvalidInputError(
-                    "--qrels is required to score TREC runs (or pass --samples for JSONL "
-                    "sample files)"
-                )
-            judged = read_qrels_file(qrels)
-            reports = [
-                _retrieval_report(p, judged, metric, relevance_level, missing_queries) for p in runs
-            ]
+    options: dict[str, Any] = {
+        "metric": metric,
+        "test": test,
+        "n": resamples,
+        "seed": seed,
+        "confidence": confidence,
+        "alpha": alpha,
+        "on_missing": on_missing,
+        "higher_is_better": higher_is_better,
+    }
+    try:
+        reports, judged = _score_runs(
+            runs,
+            samples=samples,
+            pair_by=pair_by,
+            qrels=qrels,
+            metric=metric,
+            relevance_level=relevance_level,
+            missing_queries=missing_queries,
+        )
         labels = _labels(runs)
-        options: dict[str, Any] = {
-            "metric": metric,
-            "test": test,
-            "n": resamples,
-            "seed": seed,
-            "confidence": confidence,
-            "alpha": alpha,
-            "on_missing": on_missing,
-            "higher_is_better": higher_is_better,
-        }
         if html is not None and len(reports) != 2:
             raise InvalidInputError(
                 f"--html draws one comparison of two systems, got {len(reports)} runs: "
                 "compare each against the baseline in its own command"
             )
         if len(reports) == 2:
-            result = compare(
-                reports[0], reports[1], label_a=labels[0], label_b=labels[1], **options
-            )
+            a, b = reports
+            result = compare(a, b, label_a=labels[0], label_b=labels[1], **options)
             if html is not None:
+                by_order = pair_by == "order"
                 _write_compare_html(
-                    html,
-                    result,
-                    reports,
-                    runs,
-                    samples,
-                    pair_by == "order",
-                    None if samples else judged,
-                    qrels,
-                    queries,
-                    corpus,
+                    html, result, reports, runs, samples, by_order, judged, qrels, queries, corpus
                 )
-            return json.dumps(result.to_dict(), indent=2) if as_json else str(result)
-        table = compare_many(dict(zip(labels, reports, strict=True)), **options)
-        return json.dumps(table.to_dict(), indent=2) if as_json else str(table)
-
-    typer.echo(_run_or_exit(run, 1))
+            text = json.dumps(result.to_dict(), indent=2) if as_json else str(result)
+        else:
+            table = compare_many(dict(zip(labels, reports, strict=True)), **options)
+            text = json.dumps(table.to_dict(), indent=2) if as_json else str(table)
+    except (RagmeterError, OSError) as exc:
+        raise error_exit(exc) from None
+    typer.echo(text)
 
 
 def gate_command(
-    baseline: Annotated[
-        Path, typer.Option("--baseline", help="Baseline report JSON (report.to_json()).")
-    ],
-    current: Annotated[Path, typer.Option("--current", help="Current report JSON to check.")],
-    metric: Annotated[
-        str | None,
-        typer.Option(
-            "--metric", "-m", help="Metric key (default: ndcg@10, or the report's first)."
-        ),
-    ] = None,
-    max_drop: Annotated[
-        float,
-        typer.Option("--max-drop", help="Largest tolerated drop, in the metric's units."),
-    ] = 0.01,
+    baseline: BaselineOpt,
+    current: CurrentOpt,
+    metric: GateMetricOpt = None,
+    max_drop: MaxDropOpt = 0.01,
     alpha: AlphaOpt = 0.05,
     test: TestOpt = "randomization",
     resamples: ResamplesOpt = 10_000,
@@ -397,8 +411,7 @@ def gate_command(
     html: HtmlOpt = None,
 ) -> None:
     """Fail (exit 1) only when the metric dropped by more than --max-drop AND significantly."""
-
-    def run() -> tuple[str, int]:
+    try:
         base, now = load_comparable(baseline), load_comparable(current)
         result = gate(
             base,
@@ -417,13 +430,13 @@ def gate_command(
 
             written = write_comparison(result.comparison, html, a=base, b=now, note=result.reason)
             typer.echo(f"wrote {written}", err=True)
-        text = json.dumps(result.to_dict(), indent=2) if as_json else str(result)
-        return text, result.exit_code
-
-    text, code = _run_or_exit(run, 2)
-    typer.echo(text)
-    if code:
-        raise typer.Exit(code)
+    except (RagmeterError, OSError) as exc:
+        # bad input exits 2 like a bad command line, so CI tells a broken setup from a
+        # regression (exit 1)
+        raise error_exit(CliError(describe_error(exc))) from None
+    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,7 +3,8 @@ side by side."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -69,25 +70,31 @@ def _p(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
-def render_comparison(
+@dataclass(frozen=True)
+class _Paired:
+    """What the two sides of a comparison hold for the items it paired."""
+
+    key: str
+    ids: list[str]
+    xa: list[float]
+    xb: list[float]
+    outcomes: str
+    rag: bool
+    level: float | None
+    matched: list[dict[str, RagSample]]
+    sides: tuple[tuple[str, dict[str, dict[str, float | None]], list[str], object], ...]
+    """``(label, rows, keys, report)`` of ``a`` then ``b``."""
+
+
+def _paired(
     result: CompareResult,
-    *,
     a: object,
     b: object,
-    run_a: RunLike | None,
-    run_b: RunLike | None,
-    qrels: Qrels | None,
-    queries: Mapping[str, str] | None,
-    corpus: Mapping[str, str] | None,
     samples_a: Iterable[SampleLike] | None,
     samples_b: Iterable[SampleLike] | None,
-    title: str | None,
-    dataset: str | None,
-    note: str | None,
-    depth: int,
-    max_bytes: int,
-) -> str:
-    """The comparison page (see :func:`ragmeter.html.write_comparison`)."""
+) -> _Paired:
+    """The items ``result`` paired, their scores and outcomes, refused when ``a`` and ``b``
+    are not what was compared."""
     key = result.metric or "score"
     rows_a, keys_a = _rows(a, key)
     rows_b, keys_b = _rows(b, key)
@@ -108,7 +115,6 @@ def render_comparison(
         "w" if sign * (y - x) > TIE else "l" if sign * (y - x) < -TIE else "t"
         for x, y in zip(xa, xb, strict=True)
     )
-    rag = isinstance(a, RagEvalReport) or isinstance(b, RagEvalReport)
     matched: list[dict[str, RagSample]] = []
     for side, samples in ((rows_a, samples_a), (rows_b, samples_b)):
         matched.append(match_samples(list(side), samples) if samples is not None else {})
@@ -117,19 +123,38 @@ def render_comparison(
         if isinstance(x, RetrievalEvalReport):
             level = x.conventions.relevance_level
             break
-    sides = ((result.label_a, rows_a, keys_a, a, run_a), (result.label_b, rows_b, keys_b, b, run_b))
+    return _Paired(
+        key=key,
+        ids=ids,
+        xa=xa,
+        xb=xb,
+        outcomes=outcomes,
+        rag=isinstance(a, RagEvalReport) or isinstance(b, RagEvalReport),
+        level=level,
+        matched=matched,
+        sides=((result.label_a, rows_a, keys_a, a), (result.label_b, rows_b, keys_b, b)),
+    )
 
-    docs = DocTable()
+
+def _fixed(
+    result: CompareResult,
+    p: _Paired,
+    runs: tuple[RunLike | None, RunLike | None],
+    qrels: Qrels | None,
+    depth: int,
+    docs: DocTable,
+) -> dict[str, Any]:
+    """The page data that no size limit cuts: ids, both systems' scores, the rankings."""
     systems = []
     rankings: list[list[Any] | None] = []
-    for label, rows, keys, x, run in sides:
-        if not rag and run is not None:
+    for (label, rows, keys, x), run in zip(p.sides, runs, strict=True):
+        if not p.rag and run is not None:
             rankings.append(
                 [
                     ranking_detail(
-                        run.get(q), (qrels or {}).get(q, {}), depth=depth, level=level, docs=docs
+                        run.get(q), (qrels or {}).get(q, {}), depth=depth, level=p.level, docs=docs
                     )
-                    for q in ids
+                    for q in p.ids
                 ]
             )
         else:
@@ -140,45 +165,63 @@ def render_comparison(
                 "label": label,
                 "keys": keys,
                 "better": [better[k] for k in keys],
-                "scores": {k: [num(rows[q].get(k)) for q in ids] for k in keys},
+                "scores": {k: [num(rows[q].get(k)) for q in p.ids] for k in keys},
             }
         )
     fixed: dict[str, Any] = {
         "kind": "compare",
-        "mode": "rag" if rag else "retrieval",
-        "ids": ids,
+        "mode": "rag" if p.rag else "retrieval",
+        "ids": p.ids,
         "docs": docs.ids,
-        "level": level,
+        "level": p.level,
         "hasQrels": qrels is not None,
         "systems": systems,
-        "cmp": {"metric": key, "hib": result.higher_is_better, "o": outcomes},
+        "cmp": {"metric": p.key, "hib": result.higher_is_better, "o": p.outcomes},
     }
-    if not rag:
+    if not p.rag:
         fixed["detail"] = rankings
+    return fixed
+
+
+def _texts(
+    p: _Paired,
+    docs: DocTable,
+    queries: Mapping[str, str] | None,
+    corpus: Mapping[str, str] | None,
+    depth: int,
+) -> Callable[[Limits], dict[str, Any]]:
+    """The page data a size limit cuts: query texts, snippets, RAG drill-downs."""
 
     def texts(limits: Limits) -> dict[str, Any]:
         found: list[str | None] = []
-        for q in ids:
+        for q in p.ids:
             text = queries.get(q) if queries is not None else None
-            for m in matched:
+            for m in p.matched:
                 if text is None and q in m:
                     text = m[q].user_input
             found.append(cut(text, limits.text))
         out: dict[str, Any] = {"texts": texts_or_none(found), "snips": None}
-        if corpus is not None and limits.snippet and not rag:
+        if corpus is not None and limits.snippet and not p.rag:
             out["snips"] = [cut(corpus.get(d), limits.snippet) for d in docs.ids]
-        if rag:
+        if p.rag:
             out["detail"] = []
-            for s, (_, _, _, x, _) in enumerate(sides):
+            for s, (_, _, _, x) in enumerate(p.sides):
                 details = x.details if isinstance(x, RagEvalReport) else {}
                 found_detail = [
-                    rag_detail(matched[s].get(q), details.get(q), limits=limits, depth=depth)
-                    for q in ids
+                    rag_detail(p.matched[s].get(q), details.get(q), limits=limits, depth=depth)
+                    for q in p.ids
                 ]
                 has_any = any(d is not None for d in found_detail)
                 out["detail"].append(found_detail if has_any else None)
         return out
 
+    return texts
+
+
+def _header(
+    result: CompareResult, key: str, title: str | None, dataset: str | None, note: str | None
+) -> Callable[[Sequence[str]], str]:
+    """The page's header: facts, the means and the difference, the verdict, the notes."""
     la, lb = result.label_a, result.label_b
     pct = f"{result.confidence * 100:g}%"
     facts = _sections.facts(
@@ -220,6 +263,14 @@ def render_comparison(
             _sections.notes_block([*result.warnings, *notes]),
         )
 
+    return header
+
+
+def _differences(result: CompareResult, p: _Paired) -> str:
+    """The card of per-query differences: wins and losses, the test, the most moved, the
+    scatter and the histograms."""
+    la, lb, key, xa, xb = result.label_a, result.label_b, p.key, p.xa, p.xb
+    pct = f"{result.confidence * 100:g}%"
     diffs = [y - x for x, y in zip(xa, xb, strict=True)]
     diff_svg = _svg.histogram(
         diffs,
@@ -229,7 +280,7 @@ def render_comparison(
         band=(result.ci_low, result.ci_high),
     )
     effect = f"{result.effect_size:+.2f}" if abs(result.effect_size) != float("inf") else "±inf"
-    stats = (
+    return (
         '<section id="comparison" class="card"><h2>Per-query differences</h2>'
         '<div class="cmp-stats"><div>'
         + _svg.outcome_bar(result.wins, result.ties, result.losses, label_b=lb)
@@ -244,23 +295,47 @@ def render_comparison(
         "<figure><figcaption>Per query: "
         f"{escape(lb)} against {escape(la)}<small>above the diagonal: {escape(lb)} scored "
         "higher; click a point to open both drill-downs</small></figcaption>"
-        + _svg.scatter(xa, xb, outcomes, label_a=la, label_b=lb, metric=key)
+        + _svg.scatter(xa, xb, p.outcomes, label_a=la, label_b=lb, metric=key)
         + '</figure></div><div class="grid">'
         f"<figure><figcaption>Δ per query ({escape(lb)} − {escape(la)})<small>shaded: the {pct} "
         f"CI of the mean Δ; solid: the mean</small></figcaption>{diff_svg}</figure>"
         + _side_hists(key, la, xa, lb, xb)
         + "</div></section>"
     )
+
+
+def render_comparison(
+    result: CompareResult,
+    *,
+    a: object,
+    b: object,
+    run_a: RunLike | None,
+    run_b: RunLike | None,
+    qrels: Qrels | None,
+    queries: Mapping[str, str] | None,
+    corpus: Mapping[str, str] | None,
+    samples_a: Iterable[SampleLike] | None,
+    samples_b: Iterable[SampleLike] | None,
+    title: str | None,
+    dataset: str | None,
+    note: str | None,
+    depth: int,
+    max_bytes: int,
+) -> str:
+    """The comparison page (see :func:`ragmeter.html.write_comparison`)."""
+    p = _paired(result, a, b, samples_a, samples_b)
+    docs = DocTable()
+    fixed = _fixed(result, p, (run_a, run_b), qrels, depth, docs)
     return _page.render(
         kind="compare",
-        title=title or f"ragmeter comparison: {lb} vs {la}",
-        header=header,
-        body=stats,
+        title=title or f"ragmeter comparison: {result.label_b} vs {result.label_a}",
+        header=_header(result, p.key, title, dataset, note),
+        body=_differences(result, p),
         items_title="Per query (most moved first)",
         filter_hint="query id or text, or e.g. diff < -0.1",
         fixed=fixed,
-        texts=texts,
-        parts=("texts", "contexts") if rag else ("texts", "snippets"),
+        texts=_texts(p, docs, queries, corpus, depth),
+        parts=("texts", "contexts") if p.rag else ("texts", "snippets"),
         max_bytes=max_bytes,
     )
 

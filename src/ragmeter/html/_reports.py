@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragmeter._types import Qrels, RunLike
@@ -94,7 +94,6 @@ def render_retrieval(
     level = report.conventions.relevance_level
     sets, default = colsets(keys)
     first = sets[default][1]
-
     docs = DocTable()
     detail = None
     if run is not None:
@@ -111,13 +110,7 @@ def render_retrieval(
         "docs": docs.ids,
         "level": level,
         "hasQrels": qrels is not None,
-        "systems": [
-            {
-                "label": system or "run",
-                "keys": keys,
-                "scores": {k: [num(v) for v in values] for k, values in raw.items()},
-            }
-        ],
+        "systems": [_system(system or "run", keys, raw)],
         "detail": [detail],
         "colsets": sets,
         "col": default,
@@ -130,10 +123,50 @@ def render_retrieval(
         found = [cut(queries.get(q), limits.text) for q in ids] if queries is not None else []
         return {"texts": texts_or_none(found), "snips": snips}
 
+    summaries = {k: report.summary(k) for k in keys}
+    body = _metrics_card(
+        [(k, summaries[k], True) for k in keys], raw, summaries, first, count_label="queries"
+    )
+    return _page.render(
+        kind="retrieval",
+        title=title or f"ragmeter retrieval report{f': {system}' if system else ''}",
+        header=_retrieval_header(report, ids, first, run, qrels, depth, title, dataset, system),
+        body=body,
+        items_title="Per query",
+        filter_hint="query id or text, or e.g. ndcg@10 < 0.2",
+        fixed=fixed,
+        texts=texts,
+        parts=("texts", "snippets"),
+        max_bytes=max_bytes,
+    )
+
+
+def _system(label: str, keys: list[str], raw: Mapping[str, list[float | None]]) -> dict[str, Any]:
+    """One system's entry in the page data: its label, metric keys and per-item scores."""
+    return {
+        "label": label,
+        "keys": keys,
+        "scores": {k: [num(v) for v in values] for k, values in raw.items()},
+    }
+
+
+def _retrieval_header(
+    report: RetrievalEvalReport,
+    ids: Sequence[str],
+    first: Sequence[str],
+    run: RunLike | None,
+    qrels: Qrels | None,
+    depth: int,
+    title: str | None,
+    dataset: str | None,
+    system: str | None,
+) -> Callable[[Sequence[str]], str]:
+    """The retrieval page's header: facts, the headline metrics, warnings and conventions."""
     missing = list(report.missing_queries)
     unjudged = None
     if run is not None and qrels is not None:
         unjudged = sum(1 for q in run if q not in qrels)
+    level = report.conventions.relevance_level
     relevant = "grade > 0" if level is None else f"grade >= {level:g}"
     facts = _sections.facts(
         [
@@ -150,7 +183,7 @@ def render_retrieval(
             ("ranking shown", f"top {depth}" if run is not None else "no run given"),
         ]
     )
-    summaries = {k: report.summary(k) for k in keys}
+    keys = order_keys(report.metrics)
 
     def header(notes: Sequence[str]) -> str:
         return _sections.top_header(
@@ -165,21 +198,7 @@ def render_retrieval(
             ),
         )
 
-    body = _metrics_card(
-        [(k, summaries[k], True) for k in keys], raw, summaries, first, count_label="queries"
-    )
-    return _page.render(
-        kind="retrieval",
-        title=title or f"ragmeter retrieval report{f': {system}' if system else ''}",
-        header=header,
-        body=body,
-        items_title="Per query",
-        filter_hint="query id or text, or e.g. ndcg@10 < 0.2",
-        fixed=fixed,
-        texts=texts,
-        parts=("texts", "snippets"),
-        max_bytes=max_bytes,
-    )
+    return header
 
 
 def _metrics_card(
@@ -225,21 +244,13 @@ def render_rag(
     keys = list(report.metrics)
     raw = {k: [row.get(k) for row in report.per_sample.values()] for k in keys}
     matched = match_samples(ids, samples) if samples is not None else {}
-    better = report.higher_is_better
-
     fixed = {
         "kind": "rag",
         "mode": "rag",
         "ids": ids,
         "level": None,
         "hasQrels": True,
-        "systems": [
-            {
-                "label": system or "samples",
-                "keys": keys,
-                "scores": {k: [num(v) for v in values] for k, values in raw.items()},
-            }
-        ],
+        "systems": [_system(system or "samples", keys, raw)],
         "colsets": [["all", keys]],
         "col": 0,
     }
@@ -255,7 +266,40 @@ def render_rag(
             "detail": [detail if any(d is not None for d in detail) else None],
         }
 
+    summaries = {k: report.summary(k) for k in keys}
+    rows = [(k, summaries[k], report.higher_is_better.get(k, True)) for k in keys]
+    body = _metrics_card(rows, raw, summaries, keys, count_label="scored")
+    if stages is not None:
+        from ragmeter.html._stages import CSS, stage_section
+
+        body += f"<style>{CSS}</style>" + stage_section(stages)
+    shown = f"{len(matched)} of {len(ids)}" if samples is not None else None
+    return _page.render(
+        kind="rag",
+        title=title or f"ragmeter RAG report{f': {system}' if system else ''}",
+        header=_rag_header(report, ids, shown, title, dataset, system),
+        body=body,
+        items_title="Per sample",
+        filter_hint="sample id or question, or e.g. faithfulness < 1",
+        fixed=fixed,
+        texts=texts,
+        parts=("texts", "contexts"),
+        max_bytes=max_bytes,
+    )
+
+
+def _rag_header(
+    report: RagEvalReport,
+    ids: Sequence[str],
+    with_text: str | None,
+    title: str | None,
+    dataset: str | None,
+    system: str | None,
+) -> Callable[[Sequence[str]], str]:
+    """The RAG page's header: facts (judge calls among them), the headline metrics, warnings
+    and what was not computed. ``with_text``: how many samples matched a given text."""
     extra = report.extra
+    keys = list(report.metrics)
     judged = "judge_calls" in extra or "judge_cache_hits" in extra
     facts = _sections.facts(
         [
@@ -264,7 +308,7 @@ def render_rag(
             ("samples", report.n_samples),
             ("malformed lines skipped", report.skipped_lines or None),
             ("retrieval cut-off k", extra.get("k")),
-            ("samples with text", f"{len(matched)} of {len(ids)}" if samples is not None else None),
+            ("samples with text", with_text),
             ("judge calls", report.judge_calls if judged else "none (no judged metric)"),
             ("judge cache hits", report.judge_cache_hits if judged else None),
             ("incomplete (judge budget)", "yes" if report.incomplete else None),
@@ -273,7 +317,6 @@ def render_rag(
     not_computed = [
         f"not computed: {why}" for why in dict(extra.get("not_computed") or {}).values()
     ]
-    summaries = {k: report.summary(k) for k in keys}
 
     def header(notes: Sequence[str]) -> str:
         return _sections.top_header(
@@ -288,21 +331,4 @@ def render_rag(
             ),
         )
 
-    rows = [(k, summaries[k], better.get(k, True)) for k in keys]
-    body = _metrics_card(rows, raw, summaries, keys, count_label="scored")
-    if stages is not None:
-        from ragmeter.html._stages import CSS, stage_section
-
-        body += f"<style>{CSS}</style>" + stage_section(stages)
-    return _page.render(
-        kind="rag",
-        title=title or f"ragmeter RAG report{f': {system}' if system else ''}",
-        header=header,
-        body=body,
-        items_title="Per sample",
-        filter_hint="sample id or question, or e.g. faithfulness < 1",
-        fixed=fixed,
-        texts=texts,
-        parts=("texts", "contexts"),
-        max_bytes=max_bytes,
-    )
+    return header

@@ -16,7 +16,8 @@ noise, the way IR evaluation does it (Smucker, Allan & Carterette, CIKM 2007):
 adjusted p-values; :func:`gate` turns a comparison into a pass/fail regression decision.
 NumPy is imported only when a comparison runs, so ``import ragmeter`` stays light.
 
-One idea per module: ``_compare`` (two systems), ``_resampling`` (the tests and
+One idea per module: ``_compare`` (two systems), ``_pairing`` (each side's scores and how
+they pair), ``_result`` (what a comparison found), ``_resampling`` (the tests and
 intervals), ``_many`` (several systems, Holm-Bonferroni), ``_gate`` (pass/fail); no
 rendering here (pages are written by :mod:`ragmeter.html`).
 """
@@ -31,9 +32,10 @@ from ragmeter.stats._base import (
     OnMissing,
     TestName,
 )
-from ragmeter.stats._compare import CompareResult, QueryChange, compare
+from ragmeter.stats._compare import compare
 from ragmeter.stats._gate import GateResult, gate
 from ragmeter.stats._many import ComparisonRow, ComparisonTable, compare_many, holm_bonferroni
+from ragmeter.stats._result import CompareResult, QueryChange
 
 __all__ = [
     "PRIMARY_RETRIEVAL_METRIC",

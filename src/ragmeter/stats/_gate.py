@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.stats._base import _TEST_LABELS, Comparable, OnMissing, TestName
-from ragmeter.stats._compare import CompareResult, _p_text, compare
+from ragmeter.stats._compare import compare
+from ragmeter.stats._result import CompareResult, _p_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,6 +107,21 @@ def gate(
         label_b="current",
     )
     drop = -result.mean_diff if result.higher_is_better else result.mean_diff
+    passed, reason = _decision(result, drop, max_drop, alpha, test)
+    return GateResult(
+        passed=passed,
+        reason=reason,
+        drop=drop,
+        max_drop=float(max_drop),
+        alpha=alpha,
+        comparison=result,
+    )
+
+
+def _decision(
+    result: CompareResult, drop: float, max_drop: float, alpha: float, test: str
+) -> tuple[bool, str]:
+    """``(passed, reason)``: fail only on a drop over ``max_drop`` that is significant."""
     name = result.metric or "the score"
     moved = f"{result.mean_a:.4f} -> {result.mean_b:.4f}"
     test_text = f"{_TEST_LABELS[test]} over {result.n} paired queries"
@@ -139,11 +155,4 @@ def gate(
             " Caution: the two do not score the same queries the same way; see the "
             f"warning{'s' if len(result.warnings) > 1 else ''} below."
         )
-    return GateResult(
-        passed=passed,
-        reason=reason,
-        drop=drop,
-        max_drop=float(max_drop),
-        alpha=alpha,
-        comparison=result,
-    )
+    return passed, reason

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.stats._base import _TEST_LABELS, Comparable, OnMissing, TestName
-from ragmeter.stats._compare import CompareResult, _f, _p_text, compare
+from ragmeter.stats._compare import compare
+from ragmeter.stats._result import CompareResult, _f, _p_text
 
 if TYPE_CHECKING:
     import numpy as np
