@@ -28,145 +28,171 @@ if TYPE_CHECKING:
     from ragmeter.report import RagEvalReport
 
 
+# --------------------------------------------------------------------------- options
+
+_DataArg = Annotated[
+    Path, typer.Argument(help="JSONL file of samples (ragmeter or rag-eval fields).")
+]
+_KOpt = Annotated[int, typer.Option("--k", "-k", min=1, help="Cut-off for retrieval metrics.")]
+_MetricsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--metrics",
+        "-m",
+        help="Metrics to compute (comma-separated or repeated); default: every metric "
+        "some sample can be scored on.",
+    ),
+]
+_SkipErrorsOpt = Annotated[
+    bool,
+    typer.Option("--skip-errors", help="Skip malformed lines (counted) instead of failing."),
+]
+_ClaimsOnlyOpt = Annotated[
+    bool,
+    typer.Option("--claims-only", help="Faithfulness only (no retrieval or other metrics)."),
+]
+_InputPriceOpt = Annotated[
+    float | None,
+    typer.Option(min=0, help="USD per million prompt tokens (for cost_usd)."),
+]
+_OutputPriceOpt = Annotated[
+    float | None,
+    typer.Option(min=0, help="USD per million completion tokens (for cost_usd)."),
+]
+_PerSampleOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--per-sample-out",
+        help="Write every sample's scores to FILE (.jsonl, .jsonl.gz or .parquet) as they "
+        "are computed; memory stays flat.",
+        show_default=False,
+    ),
+]
+_KeepPerSampleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--per-sample",
+        help="Put every sample's scores in the --json output (held in memory until the "
+        "end; for ragmeter gate/compare on a saved report).",
+    ),
+]
+
+# The LLM-judge options, shown in their own help panel.
+_JudgeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--judge",
+        help="Add LLM-judged metrics with the judge a factory in your code returns "
+        "(MODULE:FACTORY or path/to/file.py:FACTORY, called with no arguments): a "
+        "ragmeter judge, or a LangChain / LlamaIndex / Haystack chat model.",
+        rich_help_panel=_JUDGE_PANEL,
+    ),
+]
+_JudgeMetricsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--judge-metrics",
+        help="Judge metrics: faithfulness, answer_relevancy, correctness; default: each "
+        "that some sample can be scored on.",
+        rich_help_panel=_JUDGE_PANEL,
+    ),
+]
+_JudgeCacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--judge-cache",
+        help="SQLite cache of judge calls (file or directory); default: the user cache "
+        "dir ($RAGMETER_CACHE_DIR, else ~/.cache/ragmeter).",
+        rich_help_panel=_JUDGE_PANEL,
+        show_default=False,
+    ),
+]
+_NoJudgeCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-judge-cache", help="Call the judge for everything.", rich_help_panel=_JUDGE_PANEL
+    ),
+]
+_ConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Judge calls in flight at once.",
+        show_default="8",
+        rich_help_panel=_JUDGE_PANEL,
+    ),
+]
+_RpmOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--rpm", help="At most this many judge calls per minute.", rich_help_panel=_JUDGE_PANEL
+    ),
+]
+_TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(help="Seconds per judge call.", show_default="60", rich_help_panel=_JUDGE_PANEL),
+]
+_MaxCallsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Stop after this many judge calls (the report is marked incomplete).",
+        rich_help_panel=_JUDGE_PANEL,
+    ),
+]
+_MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Stop once the judge has used this many tokens (as the model reports them).",
+        rich_help_panel=_JUDGE_PANEL,
+    ),
+]
+_RepeatsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Ask the judge N times per sample; the mean is the score, the spread is in "
+        "--json details.",
+        show_default="1",
+        rich_help_panel=_JUDGE_PANEL,
+    ),
+]
+_DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print how many judge calls and input tokens the run would need; send nothing.",
+        rich_help_panel=_JUDGE_PANEL,
+    ),
+]
+
+# --------------------------------------------------------------------------- the command
+
+
 @app.command("eval")
 def eval_command(
-    data: Annotated[
-        Path, typer.Argument(help="JSONL file of samples (ragmeter or rag-eval fields).")
-    ],
-    k: Annotated[int, typer.Option("--k", "-k", min=1, help="Cut-off for retrieval metrics.")] = 5,
-    metrics: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--metrics",
-            "-m",
-            help="Metrics to compute (comma-separated or repeated); default: every metric "
-            "some sample can be scored on.",
-        ),
-    ] = None,
+    data: _DataArg,
+    k: _KOpt = 5,
+    metrics: _MetricsOpt = None,
     as_json: JsonOpt = False,
-    skip_errors: Annotated[
-        bool,
-        typer.Option("--skip-errors", help="Skip malformed lines (counted) instead of failing."),
-    ] = False,
-    claims_only: Annotated[
-        bool,
-        typer.Option("--claims-only", help="Faithfulness only (no retrieval or other metrics)."),
-    ] = False,
-    input_price: Annotated[
-        float | None,
-        typer.Option(min=0, help="USD per million prompt tokens (for cost_usd)."),
-    ] = None,
-    output_price: Annotated[
-        float | None,
-        typer.Option(min=0, help="USD per million completion tokens (for cost_usd)."),
-    ] = None,
-    judge: Annotated[
-        str | None,
-        typer.Option(
-            "--judge",
-            help="Add LLM-judged metrics with the judge a factory in your code returns "
-            "(MODULE:FACTORY or path/to/file.py:FACTORY, called with no arguments): a "
-            "ragmeter judge, or a LangChain / LlamaIndex / Haystack chat model.",
-            rich_help_panel=_JUDGE_PANEL,
-        ),
-    ] = None,
-    judge_metrics: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--judge-metrics",
-            help="Judge metrics: faithfulness, answer_relevancy, correctness; default: each "
-            "that some sample can be scored on.",
-            rich_help_panel=_JUDGE_PANEL,
-        ),
-    ] = None,
-    judge_cache: Annotated[
-        Path | None,
-        typer.Option(
-            "--judge-cache",
-            help="SQLite cache of judge calls (file or directory); default: the user cache "
-            "dir ($RAGMETER_CACHE_DIR, else ~/.cache/ragmeter).",
-            rich_help_panel=_JUDGE_PANEL,
-            show_default=False,
-        ),
-    ] = None,
-    no_judge_cache: Annotated[
-        bool,
-        typer.Option(
-            "--no-judge-cache", help="Call the judge for everything.", rich_help_panel=_JUDGE_PANEL
-        ),
-    ] = False,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Judge calls in flight at once.",
-            show_default="8",
-            rich_help_panel=_JUDGE_PANEL,
-        ),
-    ] = None,
-    rpm: Annotated[
-        float | None,
-        typer.Option(
-            "--rpm", help="At most this many judge calls per minute.", rich_help_panel=_JUDGE_PANEL
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds per judge call.", show_default="60", rich_help_panel=_JUDGE_PANEL
-        ),
-    ] = None,
-    max_calls: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Stop after this many judge calls (the report is marked incomplete).",
-            rich_help_panel=_JUDGE_PANEL,
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Stop once the judge has used this many tokens (as the model reports them).",
-            rich_help_panel=_JUDGE_PANEL,
-        ),
-    ] = None,
-    repeats: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Ask the judge N times per sample; the mean is the score, the spread is in "
-            "--json details.",
-            show_default="1",
-            rich_help_panel=_JUDGE_PANEL,
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Print how many judge calls and input tokens the run would need; send nothing.",
-            rich_help_panel=_JUDGE_PANEL,
-        ),
-    ] = False,
-    per_sample_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--per-sample-out",
-            help="Write every sample's scores to FILE (.jsonl, .jsonl.gz or .parquet) as they "
-            "are computed; memory stays flat.",
-            show_default=False,
-        ),
-    ] = None,
-    keep_per_sample: Annotated[
-        bool,
-        typer.Option(
-            "--per-sample",
-            help="Put every sample's scores in the --json output (held in memory until the "
-            "end; for ragmeter gate/compare on a saved report).",
-        ),
-    ] = False,
+    skip_errors: _SkipErrorsOpt = False,
+    claims_only: _ClaimsOnlyOpt = False,
+    input_price: _InputPriceOpt = None,
+    output_price: _OutputPriceOpt = None,
+    judge: _JudgeOpt = None,
+    judge_metrics: _JudgeMetricsOpt = None,
+    judge_cache: _JudgeCacheOpt = None,
+    no_judge_cache: _NoJudgeCacheOpt = False,
+    concurrency: _ConcurrencyOpt = None,
+    rpm: _RpmOpt = None,
+    timeout: _TimeoutOpt = None,
+    max_calls: _MaxCallsOpt = None,
+    max_tokens: _MaxTokensOpt = None,
+    repeats: _RepeatsOpt = None,
+    dry_run: _DryRunOpt = False,
+    per_sample_out: _PerSampleOutOpt = None,
+    keep_per_sample: _KeepPerSampleOpt = False,
 ) -> None:
     """Score RAG samples from a JSONL or Parquet file (rag-eval's `eval`, ragmeter's metrics).
 

@@ -27,80 +27,96 @@ if TYPE_CHECKING:
     from ragmeter.schema import RagSample
 
 
+# --------------------------------------------------------------------------- options
+
+_HtmlOpt = Annotated[
+    Path,
+    typer.Option(
+        "--html",
+        help="Write the report here: one self-contained HTML file (works offline).",
+        show_default=False,
+    ),
+]
+_DataArg = Annotated[
+    Path | None,
+    typer.Argument(
+        help="JSONL sample file (a RAG report); omit it and give --qrels and --run for a "
+        "retrieval report.",
+        show_default=False,
+    ),
+]
+_QrelsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--qrels",
+        help="Qrels: TREC, BEIR TSV, or a BEIR directory (whose queries and corpus are "
+        "then shown too).",
+        show_default=False,
+    ),
+]
+_RunOpt = Annotated[
+    Path | None, typer.Option("--run", "-r", help="TREC run file.", show_default=False)
+]
+_QueriesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--queries",
+        help="Query texts: a BEIR directory, queries.jsonl, or a TSV 'id<TAB>text'.",
+        show_default=False,
+    ),
+]
+_CorpusOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--corpus",
+        help="Document texts for snippets: a BEIR directory or corpus.jsonl.",
+        show_default=False,
+    ),
+]
+_KOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--k",
+        "-k",
+        help="Retrieval: comma-separated cut-offs (default 1,3,5,10,20,100). Samples: the "
+        "cut-off of the retrieval metrics (default 5).",
+        show_default=False,
+    ),
+]
+_SkipErrorsOpt = Annotated[
+    bool,
+    typer.Option("--skip-errors", help="Samples: skip malformed lines (counted)."),
+]
+_DepthOpt = Annotated[
+    int, typer.Option("--depth", min=1, help="Ranked docs (or retrieved ids) shown per item.")
+]
+_TitleOpt = Annotated[str | None, typer.Option("--title", help="Page title.")]
+_DatasetOpt = Annotated[str | None, typer.Option("--dataset", help="Dataset name for the header.")]
+_SystemOpt = Annotated[
+    str | None,
+    typer.Option("--system", help="System name for the header (default: the file's name)."),
+]
+
+# --------------------------------------------------------------------------- the command
+
+
 @app.command("report")
 def report_command(
-    html: Annotated[
-        Path,
-        typer.Option(
-            "--html",
-            help="Write the report here: one self-contained HTML file (works offline).",
-            show_default=False,
-        ),
-    ],
-    data: Annotated[
-        Path | None,
-        typer.Argument(
-            help="JSONL sample file (a RAG report); omit it and give --qrels and --run for a "
-            "retrieval report.",
-            show_default=False,
-        ),
-    ] = None,
-    qrels: Annotated[
-        Path | None,
-        typer.Option(
-            "--qrels",
-            help="Qrels: TREC, BEIR TSV, or a BEIR directory (whose queries and corpus are "
-            "then shown too).",
-            show_default=False,
-        ),
-    ] = None,
-    run: Annotated[
-        Path | None, typer.Option("--run", "-r", help="TREC run file.", show_default=False)
-    ] = None,
-    queries: Annotated[
-        Path | None,
-        typer.Option(
-            "--queries",
-            help="Query texts: a BEIR directory, queries.jsonl, or a TSV 'id<TAB>text'.",
-            show_default=False,
-        ),
-    ] = None,
-    corpus: Annotated[
-        Path | None,
-        typer.Option(
-            "--corpus",
-            help="Document texts for snippets: a BEIR directory or corpus.jsonl.",
-            show_default=False,
-        ),
-    ] = None,
-    k: Annotated[
-        str | None,
-        typer.Option(
-            "--k",
-            "-k",
-            help="Retrieval: comma-separated cut-offs (default 1,3,5,10,20,100). Samples: the "
-            "cut-off of the retrieval metrics (default 5).",
-            show_default=False,
-        ),
-    ] = None,
+    html: _HtmlOpt,
+    data: _DataArg = None,
+    qrels: _QrelsOpt = None,
+    run: _RunOpt = None,
+    queries: _QueriesOpt = None,
+    corpus: _CorpusOpt = None,
+    k: _KOpt = None,
     metrics: MetricsOpt = None,
     relevance_level: LevelOpt = None,
     missing_queries: MissingOpt = "zero",
-    skip_errors: Annotated[
-        bool,
-        typer.Option("--skip-errors", help="Samples: skip malformed lines (counted)."),
-    ] = False,
-    depth: Annotated[
-        int, typer.Option("--depth", min=1, help="Ranked docs (or retrieved ids) shown per item.")
-    ] = 10,
-    title: Annotated[str | None, typer.Option("--title", help="Page title.")] = None,
-    dataset: Annotated[
-        str | None, typer.Option("--dataset", help="Dataset name for the header.")
-    ] = None,
-    system: Annotated[
-        str | None,
-        typer.Option("--system", help="System name for the header (default: the file's name)."),
-    ] = None,
+    skip_errors: _SkipErrorsOpt = False,
+    depth: _DepthOpt = 10,
+    title: _TitleOpt = None,
+    dataset: _DatasetOpt = None,
+    system: _SystemOpt = None,
 ) -> None:
     """Write an HTML report: plots, a sortable per-query table and drill-down, one file."""
     header = {"title": title, "dataset": dataset, "system": system, "depth": depth}

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ragmeter.errors import RagmeterError, describe_error
+
+if TYPE_CHECKING:
+    from ragmeter.stages import StageReport
 
 __all__ = ["register"]
 
@@ -24,61 +27,75 @@ def _fail(exc: BaseException) -> typer.Exit:
     return typer.Exit(1)
 
 
+_DataArg = Annotated[
+    Path,
+    typer.Argument(
+        help="JSONL sample file whose samples carry stages (what an adapter captured).",
+        show_default=False,
+    ),
+]
+_QrelsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--qrels",
+        help="Qrels: TREC, BEIR TSV or a BEIR directory (default: the relevance the "
+        "samples carry).",
+        show_default=False,
+    ),
+]
+_KOpt = Annotated[str, typer.Option("--k", "-k", help="Comma-separated cut-offs.")]
+_MetricsOpt = Annotated[
+    str, typer.Option("--metrics", "-m", help="Comma-separated retrieval metrics.")
+]
+_CompareOnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--compare-on",
+        help="The key each step is compared on (default ndcg@10, else the first).",
+        show_default=False,
+    ),
+]
+_StageOpt = Annotated[
+    list[str] | None,
+    typer.Option("--stage", help="Only these stages (repeat the option).", show_default=False),
+]
+_MissingOpt = Annotated[
+    str,
+    typer.Option(
+        "--missing-queries",
+        help="A judged query a stage has no ranking for: 'zero' (scores 0, trec_eval -c) "
+        "or 'skip'.",
+    ),
+]
+_TestOpt = Annotated[
+    str, typer.Option("--test", help="Paired test: randomization, bootstrap or t-test.")
+]
+_ResamplesOpt = Annotated[
+    int, typer.Option("--resamples", "-n", help="Resamples for the CI and the test.")
+]
+_SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+_HtmlOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--html", help="Also write the stage page here (one HTML file).", show_default=False
+    ),
+]
+
+
 def stages_command(
-    data: Annotated[
-        Path,
-        typer.Argument(
-            help="JSONL sample file whose samples carry stages (what an adapter captured).",
-            show_default=False,
-        ),
-    ],
-    qrels: Annotated[
-        Path | None,
-        typer.Option(
-            "--qrels",
-            help="Qrels: TREC, BEIR TSV or a BEIR directory (default: the relevance the "
-            "samples carry).",
-            show_default=False,
-        ),
-    ] = None,
-    k: Annotated[str, typer.Option("--k", "-k", help="Comma-separated cut-offs.")] = "10,100",
-    metrics: Annotated[
-        str, typer.Option("--metrics", "-m", help="Comma-separated retrieval metrics.")
-    ] = "ndcg,recall",
-    compare_on: Annotated[
-        str | None,
-        typer.Option(
-            "--compare-on",
-            help="The key each step is compared on (default ndcg@10, else the first).",
-            show_default=False,
-        ),
-    ] = None,
-    stage: Annotated[
-        list[str] | None,
-        typer.Option("--stage", help="Only these stages (repeat the option).", show_default=False),
-    ] = None,
-    missing_queries: Annotated[
-        str,
-        typer.Option(
-            "--missing-queries",
-            help="A judged query a stage has no ranking for: 'zero' (scores 0, trec_eval -c) "
-            "or 'skip'.",
-        ),
-    ] = "zero",
-    test: Annotated[
-        str, typer.Option("--test", help="Paired test: randomization, bootstrap or t-test.")
-    ] = "randomization",
-    resamples: Annotated[
-        int, typer.Option("--resamples", "-n", help="Resamples for the CI and the test.")
-    ] = 10_000,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html", help="Also write the stage page here (one HTML file).", show_default=False
-        ),
-    ] = None,
+    data: _DataArg,
+    qrels: _QrelsOpt = None,
+    k: _KOpt = "10,100",
+    metrics: _MetricsOpt = "ndcg,recall",
+    compare_on: _CompareOnOpt = None,
+    stage: _StageOpt = None,
+    missing_queries: _MissingOpt = "zero",
+    test: _TestOpt = "randomization",
+    resamples: _ResamplesOpt = 10_000,
+    seed: _SeedOpt = 0,
+    as_json: _JsonOpt = False,
+    html: _HtmlOpt = None,
 ) -> None:
     """Score every stage of captured samples (retrievers, fusion, rerankers, the context) and
     what each step gained or lost against what it consumed, with a paired CI."""
@@ -112,6 +129,12 @@ def stages_command(
         written = write_stage_report(report, html) if html is not None else None
     except (RagmeterError, OSError) as exc:
         raise _fail(exc) from None
+    _print_stages(report, written, as_json=as_json)
+
+
+def _print_stages(report: StageReport, written: Path | None, *, as_json: bool) -> None:
+    """The stage table (or JSON) on stdout; the warnings, their count and the page written
+    on stderr."""
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:

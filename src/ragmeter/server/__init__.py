@@ -46,7 +46,8 @@ Guards against slow and heavy clients (each limit is an argument of :func:`creat
 
 One idea per module: ``_models`` (request bodies), ``_limits`` (defaults, admission, body
 size and time), ``_responses`` (answers and error shapes), ``_work`` (parse, validate, score
-off the event loop), ``_app`` (:func:`create_app` and its routes), ``_run`` (:func:`run`).
+off the event loop), ``_routes`` (the routes, on an ``APIRouter``), ``_app`` (:func:`create_app`:
+the limits on ``app.state``, wired to the routes), ``_run`` (:func:`run`).
 """
 
 from __future__ import annotations

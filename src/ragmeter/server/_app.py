@@ -1,4 +1,4 @@
-"""``create_app``: the FastAPI app, its routes and their documented answers."""
+"""``create_app``: the FastAPI app, its limits on ``app.state``, wired to the routes."""
 
 from __future__ import annotations
 
@@ -10,18 +10,16 @@ from ragmeter.errors import (
 )
 
 try:
-    from fastapi import FastAPI, Request
-    from fastapi.encoders import jsonable_encoder
+    from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides fastapi
     raise MissingDependencyError(exc.name or "fastapi", "server") from None
 
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from ragmeter._version import __version__
 from ragmeter.server._limits import (
-    _TOO_MANY,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONCURRENT,
@@ -33,26 +31,10 @@ from ragmeter.server._limits import (
     _check_count_setting,
     _check_seconds,
     _Gate,
-    _Stop,
 )
 from ragmeter.server._models import EvaluateRequest, RetrievalRequest
-from ragmeter.server._responses import _JSON, _finite, _too_large
-from ragmeter.server._work import _JSON_MEDIA, _evaluate_work, _retrieval_work, _score
-
-_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"description": "The body is not valid JSON (`detail[0].msg` says where)."},
-    408: {"description": "The body did not arrive within the server's body timeout."},
-    413: {"description": "Body or sample count over the server's limits."},
-    415: {"description": "The body was not sent with `Content-Type: application/json`."},
-    422: {"description": "The payload does not validate, or the core refuses it."},
-    429: {"description": "Too many requests in flight; retry after `Retry-After` seconds."},
-    503: {"description": "Scoring needed more than the server's time budget per request."},
-}
-
-
-def _request_body(model: str) -> dict[str, Any]:
-    schema = {"$ref": f"#/components/schemas/{model}"}
-    return {"requestBody": {"required": True, "content": {_JSON_MEDIA: {"schema": schema}}}}
+from ragmeter.server._responses import _JSON
+from ragmeter.server._routes import router, validation_error
 
 
 def create_app(
@@ -91,9 +73,6 @@ def create_app(
     body_timeout = _check_seconds("body_timeout", body_timeout)
     score_timeout = _check_seconds("score_timeout", score_timeout)
 
-    evaluate_model = type("EvaluateRequest", (EvaluateRequest,), {"max_samples": max_samples})
-    retrieval_model = type("RetrievalRequest", (RetrievalRequest,), {"max_samples": max_samples})
-
     app = FastAPI(
         default_response_class=_JSON,
         title="ragmeter",
@@ -114,45 +93,22 @@ def create_app(
     app.state.queue_timeout = queue_timeout
     app.state.body_timeout = body_timeout
     app.state.score_timeout = score_timeout
+    # the request models of this app: their max_samples is this app's (read by the routes)
+    models = {"max_samples": max_samples}
+    app.state.evaluate_model = type("EvaluateRequest", (EvaluateRequest,), models)
+    app.state.retrieval_model = type("RetrievalRequest", (RetrievalRequest,), models)
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        for err in errors:
-            if err.get("type") == _TOO_MANY:
-                return _too_large(str(err.get("msg")))
-        # FastAPI's own 422 body, made JSON-safe: the echoed input may hold NaN/Infinity.
-        return _JSON(status_code=422, content={"detail": _finite(jsonable_encoder(errors))})
+    app.exception_handler(RequestValidationError)(validation_error)
+    app.include_router(router)
+    _add_body_schemas(app, [app.state.evaluate_model, app.state.retrieval_model])
+    return app
 
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        """Liveness probe."""
-        return {"status": "ok"}
 
-    def evaluate_work(body: bytes, stop: _Stop) -> Response:
-        return _evaluate_work(evaluate_model, body, stop)
-
-    def retrieval_work(body: bytes, stop: _Stop) -> Response:
-        return _retrieval_work(retrieval_model, body, stop)
-
-    # The bodies are read and validated in a worker thread (not by FastAPI, on the event
-    # loop), so their schemas are declared here and added to the components below.
-    @app.post("/evaluate", responses=_RESPONSES, openapi_extra=_request_body("EvaluateRequest"))
-    async def evaluate(request: Request) -> Response:
-        """Score RAG samples; the answer is the RagEvalReport as JSON."""
-        return await _score(request, evaluate_work, score_timeout, "samples")
-
-    @app.post(
-        "/evaluate/retrieval",
-        responses=_RESPONSES,
-        openapi_extra=_request_body("RetrievalRequest"),
-    )
-    async def evaluate_retrieval(request: Request) -> Response:
-        """Score a run against qrels; the answer is the RetrievalEvalReport as JSON."""
-        return await _score(request, retrieval_work, score_timeout, "queries")
-
+def _add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:
+    """Add the request models' schemas to the app's OpenAPI components (the routes read
+    and validate their bodies themselves, so FastAPI does not see the models)."""
     _, schemas = models_json_schema(
-        [(evaluate_model, "validation"), (retrieval_model, "validation")],
+        [(model, "validation") for model in models],
         ref_template="#/components/schemas/{model}",
     )
     components: dict[str, Any] = schemas.get("$defs", {})
@@ -165,4 +121,3 @@ def create_app(
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return app

@@ -1,0 +1,74 @@
+"""Streaming a TREC run grouped by query, one query at a time in constant memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from ragmeter.errors import DataFormatError
+from ragmeter.io._lines import PathLike
+from ragmeter.io.trec._pieces import _check_distinct, _file_pieces, _Piece, _trec_order
+
+
+class UngroupedRunError(DataFormatError):
+    """A streamed run file whose query's lines are not together (see :func:`iter_trec_run`)."""
+
+
+class RankedQuery(NamedTuple):
+    """One query of a run file: its id, doc ids in trec_eval's order, their scores, and the
+    line its ranking starts on (:func:`iter_trec_run`)."""
+
+    query_id: str
+    doc_ids: list[str]
+    scores: list[float]
+    line: int
+
+
+def iter_trec_run(path: PathLike) -> Iterator[RankedQuery]:
+    r"""Stream a TREC run file one query at a time (constant memory, whatever its size).
+
+    Yields a :class:`RankedQuery` per query, in file order, each ranking in trec_eval's
+    order, the same rankings :func:`read_trec_run` gives. **The file must be grouped by
+    query**: each query's lines together, as in a file sorted by query id (``sort -s -k1,1
+    run > sorted.run``; any order of the queries themselves). A query whose lines come back
+    after another query's is a :class:`~ragmeter.errors.DataFormatError` naming the line
+    and where its ranking started; the other errors are :func:`read_trec_run`'s.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.txt"
+    >>> _ = path.write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.9 t\nq2 Q0 c 1 1.0 t\n")
+    >>> [(q.query_id, q.doc_ids) for q in iter_trec_run(path)]
+    [('q1', ['b', 'a']), ('q2', ['c'])]
+    """
+    source = str(path)
+    done: set[str] = set()
+    current: list[_Piece] = []
+    for piece in _file_pieces(path):
+        if current and piece.qid == current[0].qid:
+            current.append(piece)
+            continue
+        if current:
+            yield _finish(current, source)
+            done.add(current[0].qid)
+        if piece.qid in done:
+            raise UngroupedRunError(
+                f"query {piece.qid!r} comes back after other queries' lines: iter_trec_run "
+                "needs each query's lines together, as in a file sorted by query id (sort -s "
+                "-k1,1 run > sorted.run), or read the run whole with read_trec_run",
+                path=source,
+                line=piece.lines[0],
+            )
+        current = [piece]
+    if current:
+        yield _finish(current, source)
+
+
+def _finish(pieces: list[_Piece], source: str) -> RankedQuery:
+    _check_distinct(pieces[0].qid, pieces, source)
+    if len(pieces) == 1:
+        docs, scores = pieces[0].docs, pieces[0].scores
+    else:
+        docs = [d for p in pieces for d in p.docs]
+        scores = [v for p in pieces for v in p.scores]
+    docs, ordered = _trec_order(docs, scores)
+    return RankedQuery(pieces[0].qid, docs, list(ordered), pieces[0].lines[0])
