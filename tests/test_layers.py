@@ -73,7 +73,6 @@ ALLOWED: dict[tuple[str, str], str] = {
 # of the lexical metrics
 PRIVATE_ALLOWED: frozenset[tuple[str, str]] = frozenset(
     {
-        ("ragmeter.cli.stats", "ragmeter.evaluation.retrieval"),
         ("ragmeter.cli.stats", "ragmeter.html._inputs"),
         ("ragmeter.capture._dataset", "ragmeter.io.beir"),
         ("ragmeter.cli.report", "ragmeter.html._inputs"),

@@ -31,7 +31,6 @@ from ragmeter.cli._tables import _emit_retrieval
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
-from ragmeter.io.trec import read_trec_run
 from ragmeter.report import RetrievalEvalReport
 
 
@@ -45,10 +44,10 @@ def _score_files(
     per_query_out: Path | None = None,
 ) -> RetrievalEvalReport:
     """Score a run file query by query when its queries' lines are together (a run of any
-    size in little memory); otherwise read it whole. Both give the same report."""
+    size in little memory); otherwise read it whole (evaluate_run_file decides). Both give
+    the same report."""
     from ragmeter.evaluation.retrieval import evaluate_run_file
     from ragmeter.io.scores import score_format, write_scores
-    from ragmeter.io.trec import UngroupedRunError
 
     ks = parse_k_values(k)
     names = _split_list(metrics) or list(DISPLAY_METRICS)
@@ -61,24 +60,15 @@ def _score_files(
         except InvalidInputError as exc:
             raise CliError(f"--per-query-out: {exc}") from None
     mode: Any = "skip" if missing_queries == "skip" else "zero"
-    try:
-        report = evaluate_run_file(
-            qrels,
-            run_path,
-            k_values=ks,
-            metrics=names,
-            relevance_level=relevance_level,
-            missing_queries=mode,
-        )
-    except UngroupedRunError:  # a query's lines are spread over the file: read it whole
-        report = evaluate_run(
-            qrels,
-            read_trec_run(run_path),
-            k_values=ks,
-            metrics=names,
-            relevance_level=relevance_level,
-            missing_queries=mode,
-        )
+    report = evaluate_run_file(
+        qrels,
+        run_path,
+        k_values=ks,
+        metrics=names,
+        relevance_level=relevance_level,
+        missing_queries=mode,
+        ungrouped="read_whole",
+    )
     if per_query_out is not None:  # the per-query rows are small: kept for --json/--trec -q
         write_scores(report, per_query_out)
         report.extra["per_query_file"] = str(per_query_out)

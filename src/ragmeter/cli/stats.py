@@ -152,7 +152,8 @@ def _retrieval_report(
     level: float | None,
     missing_queries: str = "zero",
 ) -> RetrievalEvalReport:
-    from ragmeter.evaluation.retrieval import _check_missing, evaluate_run
+    from ragmeter.evaluation.retrieval import evaluate_run
+    from ragmeter.evaluation.scoring import check_options
     from ragmeter.io.trec import read_trec_run
 
     key = metric or "ndcg@10"
@@ -160,7 +161,7 @@ def _retrieval_report(
     if m is None:
         raise InvalidInputError(f"--metric must look like 'ndcg@10' or 'map', got {key!r}")
     k = int(m.group("k")) if m.group("k") else 10
-    mode = _check_missing(missing_queries)
+    mode = check_options([m.group("name")], (k,), level, missing_queries).mode  # before reading
     run = read_trec_run(run_path)
     return evaluate_run(
         qrels,

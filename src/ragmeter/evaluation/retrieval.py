@@ -16,7 +16,6 @@ trec_eval's conventions (see :mod:`ragmeter.evaluation.run`).
 from __future__ import annotations
 
 from ragmeter._types import DEFAULT_K_VALUES, MISSING_QUERIES, MissingQueries
-from ragmeter.evaluation._checks import check_missing as _check_missing
 from ragmeter.evaluation._notes import note_unjudged_docs as _note_unjudged_docs
 from ragmeter.evaluation.retriever import dedupe_best_rank, evaluate_retrieval
 from ragmeter.evaluation.run import evaluate_run, per_query
@@ -33,6 +32,5 @@ __all__ = [  # noqa: RUF022 (the two private names go once nothing imports them)
     "evaluate_run_file",
     "per_query",
     "score_ranking",
-    "_check_missing",
     "_note_unjudged_docs",
 ]
