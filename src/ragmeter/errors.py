@@ -80,7 +80,7 @@ class InvalidTypeError(InvalidInputError, TypeError):
 class UnknownMetricError(RagmeterError, KeyError, ValueError):
     """A metric name that is not registered; the message lists what exists."""
 
-    def __init__(self, name: object, available: Iterable[str]) -> None:
+    def __init__(self, name: object, available: Iterable[str], also: str = "") -> None:
         names = ", ".join(sorted(available))
         hint = ""
         if isinstance(name, str) and "@" in name:
@@ -88,7 +88,7 @@ class UnknownMetricError(RagmeterError, KeyError, ValueError):
                 f" Registry names are bare: pass {name.split('@', 1)[0]!r} and choose the "
                 "cut-off with k / k_values ('metric@k' exists only as a result key)."
             )
-        super().__init__(f"no metric named {name!r}. Available: {names}.{hint}")
+        super().__init__(f"no metric named {name!r}. Available: {names}.{hint}{also}")
         self.name = name
 
     def __str__(self) -> str:

@@ -113,9 +113,7 @@ def test_run_means_are_bit_identical_whatever_the_partitioning(name: str) -> Non
     items = list(run.items())
     random.Random(7).shuffle(items)  # the run's order changes nothing
     for bounds in _partitionings(len(items), seed=len(items)):
-        got = rdask.evaluate_run(
-            qrels, _bag(items, bounds), relevance_level=level, per_query=False
-        )
+        got = rdask.evaluate_run(qrels, _bag(items, bounds), relevance_level=level, per_query=False)
         _same_run_report(got, expected)
         assert got.per_query == {} and got.extra == {"per_query": "not kept"}
         assert set(got.distributions) == set(expected.metrics)

@@ -197,3 +197,23 @@ def test_a_fresh_registry_is_independent() -> None:
     assert len(reg) == 0 and reg.names() == ()
     reg.register("one", lambda j, r, k: 1.0)
     assert reg.names() == ("one",) and "one" not in METRICS
+
+
+def test_one_lookup_finds_retrieval_and_sample_level_metrics() -> None:
+    """Issue 19: get_metric("faithfulness") used to raise; names live in one place."""
+    from ragmeter.metrics.base import RAG_METRICS
+
+    assert get_metric("faithfulness") is RAG_METRICS["faithfulness"]
+    assert get_metric("token_f1", kind="rag") is RAG_METRICS["token_f1"]
+    assert get_metric("ndcg") is METRICS["ndcg"]  # the retrieval metric first
+    assert get_metric("ndcg", kind="rag") is RAG_METRICS["ndcg"]
+    with pytest.raises(UnknownMetricError, match="no metric named 'token_f1'"):
+        get_metric("token_f1", kind="retrieval")
+    with pytest.raises(UnknownMetricError) as info:
+        get_metric("bleu")
+    assert "Sample-level RAG metrics: " in str(info.value)
+    assert "faithfulness" in str(info.value) and "token_f1" in str(info.value)
+    assert available_metrics("rag") == tuple(RAG_METRICS)
+    assert "faithfulness" in available_metrics("rag")
+    with pytest.raises(InvalidInputError, match="kind must be"):
+        get_metric("ndcg", kind="judge")  # type: ignore[arg-type]

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from ragmeter.errors import InvalidInputError, UnknownMetricError
 from ragmeter.metrics import ranking
+
+if TYPE_CHECKING:
+    from ragmeter.metrics.base import RagMetricRegistry
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -225,11 +228,42 @@ for _cls in (HitRate, MAP, MRR, NDCG, Precision, Recall):
 RETRIEVAL_METRICS = METRICS
 
 
-def available_metrics() -> tuple[str, ...]:
-    """The registered retrieval metric names, sorted."""
-    return METRICS.names()
+MetricKind = Literal["retrieval", "rag"]
 
 
-def get_metric(name: str) -> RetrievalMetric:
-    """The registered metric ``name`` (bare, no ``@k``); :class:`UnknownMetricError` if none."""
-    return METRICS.get_metric(name)
+def available_metrics(kind: MetricKind = "retrieval") -> tuple[str, ...]:
+    """The registered metric names of one kind, sorted: ``"retrieval"`` (scored on a run
+    against qrels by :func:`ragmeter.evaluate_run`) or ``"rag"`` (scored on each sample by
+    :func:`ragmeter.evaluate_rag`)."""
+    return tuple(_registry(kind))  # sorted
+
+
+def get_metric(name: str, kind: MetricKind | None = None) -> Any:
+    """The metric registered as ``name`` (bare, no ``@k``), from the one place names live.
+
+    ``kind=None`` looks among the retrieval metrics (:data:`METRICS`), then the sample-level
+    RAG metrics (:data:`ragmeter.metrics.base.RAG_METRICS`); a name in both (the retrieval
+    names ``ndcg``, ``recall``, ...: the RAG registry scores them per sample) is the
+    retrieval metric unless ``kind="rag"``. Raises :class:`UnknownMetricError` naming every
+    registered name when there is none (the retrieval names first, as seed 004 lists them).
+
+    >>> get_metric("ndcg"), get_metric("faithfulness").name, get_metric("ndcg", kind="rag")
+    (NDCG(), 'faithfulness', NdcgAtK(k=5))
+    """
+    if kind is not None:
+        if kind not in ("retrieval", "rag"):
+            raise InvalidInputError(f"kind must be 'retrieval', 'rag' or None, got {kind!r}")
+        return _registry(kind).get_metric(name)
+    for registry in (METRICS, _registry("rag")):
+        if isinstance(name, str) and name in registry:
+            return registry.get_metric(name)
+    rag = ", ".join(n for n in _registry("rag") if n not in METRICS)
+    raise UnknownMetricError(name, METRICS, also=f" Sample-level RAG metrics: {rag}.")
+
+
+def _registry(kind: MetricKind) -> MetricRegistry | RagMetricRegistry:
+    if kind == "retrieval":
+        return METRICS
+    from ragmeter.metrics.base import RAG_METRICS  # filled as ``import ragmeter`` loads them
+
+    return RAG_METRICS
