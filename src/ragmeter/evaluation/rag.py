@@ -59,7 +59,8 @@ from typing import Any
 from ragmeter.aggregate import StreamKeys
 from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.evaluation import sample_retrieval as _sample_retrieval
-from ragmeter.evaluation._rag_passes import RagPartial, _report, _score, rag_partial, rag_report
+from ragmeter.evaluation._rag_partial import RagPartial
+from ragmeter.evaluation._rag_passes import _report, rag_partial, rag_report
 from ragmeter.evaluation._rag_rules import (
     DEFAULT_METRICS,
     SEED_METRICS,
@@ -70,6 +71,7 @@ from ragmeter.evaluation._rag_rules import (
     _resolve,
     _split_judges,
 )
+from ragmeter.evaluation._rag_score import _score
 from ragmeter.io.scores import ScoreWriter, open_score_writer, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
