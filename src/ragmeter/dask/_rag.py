@@ -256,13 +256,7 @@ def evaluate_rag(
     collection that is neither a bag nor a dataframe or a ``per_sample`` that is not a bool.
     """
     check_k(k)
-    if per_sample is not True and per_sample is not False:
-        raise InvalidInputError(
-            "per_sample must be True (gather every sample's scores to the client) or False "
-            f"(keep the mergeable aggregates only) under Dask, got {per_sample!r:.80}"
-        )
-    if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
-        raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
+    _check_options(per_sample, skipped_lines)
     judges, other = _split_judges(metrics)
     parts = partitions(samples, "evaluate_rag samples")
     if is_dataframe(samples):
@@ -274,40 +268,11 @@ def evaluate_rag(
     judge_spec = None
     budget: Any = None
     if judges:
-        from ragmeter.dask import _judges
-        from ragmeter.dask._budget import LocalBudget, SchedulerBudget
-        from ragmeter.judge.runner import JudgeOptions
-
-        opts = judge_options or JudgeOptions()
-        if client is not None:
-            budget = SchedulerBudget(prefix, opts.max_calls, opts.max_tokens)
-        else:
-            budget = LocalBudget(opts.max_calls, opts.max_tokens)
-            scheduler = _local_scheduler()
-        judge_spec = _judges.JudgeSpec(
-            _judges.freeze(judges),
-            _judges.cache_spec(judge_cache),
-            _judges.no_options_budget(opts),
-            budget,
+        judge_spec, budget, scheduler = _judge_setup(
+            judges, judge_cache, judge_options, client, prefix
         )
     spec = one_task(_Spec(resolved, k, per_sample, judge_spec), prefix)
-    tasks = [
-        dask.delayed(_score_part, pure=False)(part, spec, i, dask_key_name=f"{prefix}-part-{i}")
-        for i, part in enumerate(parts)
-    ]
-    root = merge_tree(tasks, _merge, split_every=split_every, prefix=prefix)
-    final = dask.delayed(_final, pure=False)(root, dask_key_name=f"{prefix}-final")
-    granted: tuple[int, int] | None = None
-    if judges and client is not None:
-        budget.open(client, prefix, budget.max_calls, budget.max_tokens)
-        try:
-            merged: _Part = compute(final, client)
-        finally:
-            granted = budget.close(client, prefix)
-    else:
-        merged = compute(final, client, scheduler=scheduler)
-        if budget is not None:
-            granted = (budget.calls, budget.tokens)
+    merged, granted = _compute(parts, spec, prefix, split_every, client, scheduler, budget)
     partial = merged.partial
     n = partial.n
     if judges:
@@ -333,17 +298,97 @@ def evaluate_rag(
             repeats=repeats,
         )
     else:
-        report = RagEvalReport(metrics={}, coverage={}, n_samples=n, skipped_lines=skipped_lines)
-        if warnings is not None:
-            report.warnings = [str(w) for w in warnings]
-        if partial.rows is not None:
-            report.per_sample = {sid: {} for sid in sample_keys([r[0] for r in partial.rows])}
-        else:
-            report.extra["per_sample"] = "not kept"
+        report = _judged_only(partial, skipped_lines, warnings)
     if judges:
         add_judges(report, merged.judged, n)
         if granted is not None:
             report.extra["judge_budget"] = {"calls": granted[0], "tokens": granted[1]}
+    return report
+
+
+def _check_options(per_sample: object, skipped_lines: int) -> None:
+    """Refuse a ``per_sample`` that is not a bool and a ``skipped_lines`` that is not an
+    int >= 0."""
+    if per_sample is not True and per_sample is not False:
+        raise InvalidInputError(
+            "per_sample must be True (gather every sample's scores to the client) or False "
+            f"(keep the mergeable aggregates only) under Dask, got {per_sample!r:.80}"
+        )
+    if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
+        raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
+
+
+def _judge_setup(
+    judges: list[Any], judge_cache: Any, judge_options: Any, client: Any, prefix: str
+) -> tuple[Any, Any, str | None]:
+    """What the partitions need to run the judge metrics: ``(judge spec, budget,
+    scheduler)``; the budget is kept by the scheduler with a client, else in this process
+    (with a local scheduler of one process, so one budget)."""
+    from ragmeter.dask import _judges
+    from ragmeter.dask._budget import LocalBudget, SchedulerBudget
+    from ragmeter.judge.runner import JudgeOptions
+
+    opts = judge_options or JudgeOptions()
+    scheduler = None
+    budget: Any
+    if client is not None:
+        budget = SchedulerBudget(prefix, opts.max_calls, opts.max_tokens)
+    else:
+        budget = LocalBudget(opts.max_calls, opts.max_tokens)
+        scheduler = _local_scheduler()
+    judge_spec = _judges.JudgeSpec(
+        _judges.freeze(judges),
+        _judges.cache_spec(judge_cache),
+        _judges.no_options_budget(opts),
+        budget,
+    )
+    return judge_spec, budget, scheduler
+
+
+def _compute(
+    parts: Sequence[Any],
+    spec: Any,
+    prefix: str,
+    split_every: int,
+    client: Any,
+    scheduler: str | None,
+    budget: Any,
+) -> tuple[_Part, tuple[int, int] | None]:
+    """Score every partition, merge the partials in a tree, and bring the merged one to
+    the client; with the judges' budget (``None`` without judges) and what it granted."""
+    tasks = [
+        dask.delayed(_score_part, pure=False)(part, spec, i, dask_key_name=f"{prefix}-part-{i}")
+        for i, part in enumerate(parts)
+    ]
+    root = merge_tree(tasks, _merge, split_every=split_every, prefix=prefix)
+    final = dask.delayed(_final, pure=False)(root, dask_key_name=f"{prefix}-final")
+    granted: tuple[int, int] | None = None
+    if budget is not None and client is not None:
+        budget.open(client, prefix, budget.max_calls, budget.max_tokens)
+        try:
+            merged: _Part = compute(final, client)
+        finally:
+            granted = budget.close(client, prefix)
+    else:
+        merged = compute(final, client, scheduler=scheduler)
+        if budget is not None:
+            granted = (budget.calls, budget.tokens)
+    return merged, granted
+
+
+def _judged_only(
+    partial: RagPartial, skipped_lines: int, warnings: Iterable[str] | WarningLog | None
+) -> RagEvalReport:
+    """The report before the judge metrics are added, when there is no other metric."""
+    report = RagEvalReport(
+        metrics={}, coverage={}, n_samples=partial.n, skipped_lines=skipped_lines
+    )
+    if warnings is not None:
+        report.warnings = [str(w) for w in warnings]
+    if partial.rows is not None:
+        report.per_sample = {sid: {} for sid in sample_keys([r[0] for r in partial.rows])}
+    else:
+        report.extra["per_sample"] = "not kept"
     return report
 
 
