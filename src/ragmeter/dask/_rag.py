@@ -27,8 +27,8 @@ from ragmeter.dask._collections import (
     partitions,
     task_prefix,
 )
-from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
-from ragmeter.evaluation._rag_rules import _resolve, _split_judges
+from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError
+from ragmeter.evaluation._rag_rules import DEFAULT_K, _cut_offs, _resolve, _split_judges
 from ragmeter.evaluation.rag import RagPartial, rag_partial, rag_report
 from ragmeter.metrics.base import RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
@@ -61,7 +61,7 @@ class _Spec:
 
     metrics: list[RagMetric] | None
     """The deterministic metrics, resolved on the client; ``None``: judge metrics only."""
-    k: int
+    k_values: tuple[int, ...]
     keep: bool
     judges: Any  # a ragmeter.dask._judges.JudgeSpec, or None
 
@@ -126,7 +126,9 @@ def _score_part(part: Any, spec: _Spec, number: int) -> _Part:
     try:
         items = _records(part)
         if spec.judges is None:
-            partial = rag_partial(items, metrics=spec.metrics, k=spec.k, keep=spec.keep)
+            partial = rag_partial(
+                items, metrics=spec.metrics, k_values=spec.k_values, keep=spec.keep
+            )
             return _Part(partial, None)
         from ragmeter.dask._judges import judge_partition
 
@@ -134,7 +136,9 @@ def _score_part(part: Any, spec: _Spec, number: int) -> _Part:
         if spec.metrics is None:
             partial = _bare(samples, spec.keep)
         else:
-            partial = rag_partial(samples, metrics=spec.metrics, k=spec.k, keep=spec.keep)
+            partial = rag_partial(
+                samples, metrics=spec.metrics, k_values=spec.k_values, keep=spec.keep
+            )
         return _Part(partial, judge_partition(samples, spec.judges, kept=spec.keep))
     except RagmeterError as exc:
         _note(exc, number)
@@ -215,7 +219,7 @@ def evaluate_rag(
     samples: Any,
     *,
     metrics: Sequence[str | RagMetric] | str | RagMetric | None = None,
-    k: int = 5,
+    k_values: Iterable[int] | int = DEFAULT_K,
     prices: Mapping[str, float] | None = None,
     per_sample: bool = False,
     skipped_lines: int = 0,
@@ -224,15 +228,16 @@ def evaluate_rag(
     judge_options: Any = None,
     client: Any = None,
     split_every: int = 8,
+    k: int | None = None,
 ) -> RagEvalReport:
     """:func:`ragmeter.evaluate_rag` over a Dask collection, partition by partition.
 
     ``samples`` is a ``dask.bag.Bag`` of samples (:class:`~ragmeter.schema.RagSample`
     objects or mappings with Ragas or rag-eval field names) or a ``dask.dataframe.DataFrame``
-    whose columns are sample fields (a missing cell is an absent field). ``metrics``, ``k``,
-    ``prices``, ``skipped_lines``, ``warnings``, ``judge_cache`` and ``judge_options`` are
-    :func:`ragmeter.evaluate_rag`'s. ``metrics`` (and registered names) are resolved here
-    and sent to the workers.
+    whose columns are sample fields (a missing cell is an absent field). ``metrics``,
+    ``k_values`` (and its deprecated name ``k``), ``prices``, ``skipped_lines``,
+    ``warnings``, ``judge_cache`` and ``judge_options`` are :func:`ragmeter.evaluate_rag`'s.
+    ``metrics`` (and registered names) are resolved here and sent to the workers.
 
     The report is the one :func:`ragmeter.evaluate_rag` returns for all the samples in
     partition order: the same ``metrics`` (bit for bit, whatever the partitioning),
@@ -255,13 +260,13 @@ def evaluate_rag(
     (with the partition named in a note), :class:`~ragmeter.errors.InvalidInputError` for a
     collection that is neither a bag nor a dataframe or a ``per_sample`` that is not a bool.
     """
-    check_k(k)
+    ks = _cut_offs(k_values, k, caller="ragmeter.dask.evaluate_rag", stacklevel=2)
     _check_options(per_sample, skipped_lines)
     judges, other = _split_judges(metrics)
     parts = partitions(samples, "evaluate_rag samples")
     if is_dataframe(samples):
         check_not_strings(samples, _STRUCTURED, "samples")
-    resolved = None if judges and not other else _resolve(other, k, prices)[0]
+    resolved = None if judges and not other else _resolve(other, ks, prices)[0]
     client = active_client(client)
     prefix = task_prefix("rag")
     scheduler = None
@@ -271,7 +276,7 @@ def evaluate_rag(
         judge_spec, budget, scheduler = _judge_setup(
             judges, judge_cache, judge_options, client, prefix
         )
-    spec = one_task(_Spec(resolved, k, per_sample, judge_spec), prefix)
+    spec = one_task(_Spec(resolved, ks, per_sample, judge_spec), prefix)
     merged, granted = _compute(parts, spec, prefix, split_every, client, scheduler, budget)
     partial = merged.partial
     n = partial.n
@@ -291,7 +296,7 @@ def evaluate_rag(
         report = rag_report(
             partial,
             metrics=other,
-            k=k,
+            k_values=ks,
             prices=prices,
             warnings=warnings,
             skipped_lines=skipped_lines,

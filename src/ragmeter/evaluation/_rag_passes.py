@@ -7,10 +7,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.aggregate import Distribution, IdRoots
-from ragmeter.errors import InvalidInputError, NoSamplesError, check_k
+from ragmeter.errors import InvalidInputError, NoSamplesError
 from ragmeter.evaluation._rag_partial import RagPartial
 from ragmeter.evaluation._rag_rules import (
+    DEFAULT_K,
     SPAN_METRICS,
+    _cut_offs,
+    _k_extra,
     _key,
     _reason,
     _resolve,
@@ -30,14 +33,16 @@ def rag_partial(
     samples: Iterable[SampleLike],
     *,
     metrics: Sequence[str | RagMetric] | str | RagMetric | None = None,
-    k: int = 5,
+    k_values: Iterable[int] | int = DEFAULT_K,
     prices: Mapping[str, float] | None = None,
     keep: bool = False,
+    k: int | None = None,
 ) -> RagPartial:
     """Score a part of the samples into a mergeable :class:`RagPartial`, with no report yet.
 
-    ``metrics``, ``k`` and ``prices`` are :func:`evaluate_rag`'s (no judge metrics);
-    ``keep=True`` keeps the per-sample scores and details. Nothing is refused that needs
+    ``metrics``, ``k_values`` and ``prices`` are :func:`evaluate_rag`'s (no judge metrics;
+    ``k`` is the deprecated name of ``k_values``, as there); ``keep=True`` keeps the
+    per-sample scores and details. Nothing is refused that needs
     the other parts to decide (no samples, a metric no sample here can be scored on):
     :func:`rag_report` does that on the merged partial. Raises what :func:`evaluate_rag`
     raises for bad arguments and invalid samples (the index is the sample's in this part).
@@ -50,14 +55,14 @@ def rag_partial(
     >>> report.metrics, report.per_sample
     ({'exact_match': 0.5}, {'a': {'exact_match': 1.0}, 'a#2': {'exact_match': 0.0}})
     """
-    check_k(k)
-    resolved, _ = _resolve(metrics, k, prices)
+    ks = _cut_offs(k_values, k, caller="rag_partial", stacklevel=2)
+    resolved, _ = _resolve(metrics, ks, prices)
     keys = SampleKeys()
     roots = IdRoots()
     rows: dict[str, dict[str, float | None]] = {}
     details: dict[str, dict[str, Any]] = {}
     raw: list[str] | None = [] if keep else None
-    partial = _score(samples, resolved, k, keep, None, keys, roots, rows, details, raw)
+    partial = _score(samples, resolved, ks[0], keep, None, keys, roots, rows, details, raw)
     if raw is not None:
         partial.rows = [
             (rid, row, details.get(sid)) for rid, (sid, row) in zip(raw, rows.items(), strict=True)
@@ -71,32 +76,34 @@ def rag_report(
     partial: RagPartial,
     *,
     metrics: Sequence[str | RagMetric] | str | RagMetric | None = None,
-    k: int = 5,
+    k_values: Iterable[int] | int = DEFAULT_K,
     prices: Mapping[str, float] | None = None,
     warnings: Iterable[str] | WarningLog | None = None,
     skipped_lines: int = 0,
     repeats: int | None = None,
+    k: int | None = None,
 ) -> RagEvalReport:
     """The report of the merged :class:`RagPartial` of all the samples: what
     ``evaluate_rag(samples, per_sample=keep)`` returns, bit for bit (the partial is consumed).
 
-    ``metrics``, ``k`` and ``prices`` must be those the partials were scored with
-    (``metrics=None`` decides, as :func:`evaluate_rag` does, which defaults are left
-    out). When per-sample scores were not kept and ``partial.roots.repeated()`` is not
-    empty, ``repeats`` must say how many sample ids repeat an earlier one (see
-    :class:`~ragmeter.aggregate.IdRoots`). Raises what :func:`evaluate_rag` raises at the
-    end of a pass: :class:`~ragmeter.errors.NoSamplesError` when no part had a sample,
+    ``metrics``, ``k_values`` and ``prices`` must be those the partials were scored with
+    (``k`` is the deprecated name of ``k_values``; ``metrics=None`` decides, as
+    :func:`evaluate_rag` does, which defaults are left out). When per-sample scores were
+    not kept and ``partial.roots.repeated()`` is not empty, ``repeats`` must say how many
+    sample ids repeat an earlier one (see :class:`~ragmeter.aggregate.IdRoots`). Raises
+    what :func:`evaluate_rag` raises at the end of a pass:
+    :class:`~ragmeter.errors.NoSamplesError` when no part had a sample,
     :class:`~ragmeter.errors.InvalidInputError` for a requested metric no sample could be
     scored on, or other metrics than the partial's.
     """
-    check_k(k)
+    ks = _cut_offs(k_values, k, caller="rag_report", stacklevel=2)
     if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
         raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
-    resolved, explicit = _resolve(metrics, k, prices)
+    resolved, explicit = _resolve(metrics, ks, prices)
     if [_key(m) for m in resolved] != partial.keys:
         raise InvalidInputError(
             f"the partial holds the metrics {partial.keys}, not {[_key(m) for m in resolved]}: "
-            "pass rag_report the metrics, k and prices the partials were scored with"
+            "pass rag_report the metrics, k_values and prices the partials were scored with"
         )
     log = [str(w) for w in warnings] if warnings is not None else []
     rows: dict[str, dict[str, float | None]] = {}
@@ -119,7 +126,7 @@ def rag_report(
     else:
         count = repeats
     report = _report(
-        partial, resolved, explicit, k, log, skipped_lines, None, count, rows, details, None
+        partial, resolved, explicit, ks, log, skipped_lines, None, count, rows, details, None
     )
     if partial.rows is None:
         report.extra["per_sample"] = "not kept"
@@ -130,7 +137,7 @@ def _report(
     partial: RagPartial,
     resolved: list[RagMetric],
     explicit: bool,
-    k: int,
+    ks: Sequence[int],
     log: list[str],
     skipped_lines: int,
     reader_skipped: object,
@@ -179,7 +186,7 @@ def _report(
         dists[key].missing = n - dists[key].count
     extra: dict[str, Any] = {}
     if any(isinstance(m, _SampleRetrieval) for m in resolved):
-        extra["k"] = k
+        extra["k"] = _k_extra(ks)
     if not_computed:
         extra["not_computed"] = not_computed
     better = {_key(m): bool(m.higher_is_better) for m in resolved}
