@@ -97,9 +97,9 @@ def _child(task: str, args: dict[str, Any]) -> dict[str, Any]:
     cpu = time.process_time()
     if task == "rag":
         try:
-            report = evaluate_rag(samples, metrics=metrics, k=5, **options)
+            report = evaluate_rag(samples, metrics=metrics, **options)  # cut-off 5: the default
         except TypeError:  # an older ragmeter without per_sample=: its only behaviour
-            report = evaluate_rag(samples, metrics=metrics, k=5)
+            report = evaluate_rag(samples, metrics=metrics)
         out["metrics"] = report.metrics
     elif task == "ef":
         out["metrics"] = dict(ef_evaluate_rag(samples).metrics)

@@ -162,7 +162,7 @@ def evaluate(samples: list[RagSample], judge: Judge, cache: Path) -> RagEvalRepo
             AnswerRelevancy(judge=judge),
             Correctness(judge=judge),
         ],
-        k=TOP_K,
+        k_values=TOP_K,
         judge_cache=cache,
         judge_options=JudgeOptions(concurrency=4, timeout=30),
     )

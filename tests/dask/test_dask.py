@@ -271,12 +271,12 @@ METRICS_RAG = ["exact_match", "token_f1", "faithfulness", "latency_ms", "ndcg", 
 
 def test_rag_is_bit_identical_whatever_the_partitioning() -> None:
     samples = _samples(3000)
-    kept = ragmeter.evaluate_rag(samples, metrics=METRICS_RAG, k=3)
-    streamed = ragmeter.evaluate_rag(iter(samples), metrics=METRICS_RAG, k=3)
+    kept = ragmeter.evaluate_rag(samples, metrics=METRICS_RAG, k_values=3)
+    streamed = ragmeter.evaluate_rag(iter(samples), metrics=METRICS_RAG, k_values=3)
     assert kept.warnings[0].startswith("302 sample id(s) repeat")  # also across partitions
     assert any("Did you mean 'response'" in w for w in kept.warnings)
     for bounds in _partitionings(len(samples), seed=3):
-        got = rdask.evaluate_rag(_bag(samples, bounds), metrics=METRICS_RAG, k=3)
+        got = rdask.evaluate_rag(_bag(samples, bounds), metrics=METRICS_RAG, k_values=3)
         assert got.metrics == kept.metrics
         assert list(got.metrics) == list(kept.metrics)
         assert (got.coverage, got.n_samples, got.warnings, got.extra) == (
@@ -302,7 +302,9 @@ def test_rag_is_bit_identical_whatever_the_partitioning() -> None:
                 for name, value in exact.percentiles.items():
                     assert approx.percentiles[name] == pytest.approx(value, rel=0.002, abs=1e-12)
         assert not got.summary("latency_ms").exact and got.summary("exact_match").exact
-        whole = rdask.evaluate_rag(_bag(samples, bounds), metrics=METRICS_RAG, k=3, per_sample=True)
+        whole = rdask.evaluate_rag(
+            _bag(samples, bounds), metrics=METRICS_RAG, k_values=3, per_sample=True
+        )
         assert whole == kept
         assert whole.to_json() == kept.to_json()  # per-sample keys, details, order
 
@@ -443,20 +445,60 @@ def test_the_rag_doc_ids_warning_is_one_machines_over_any_partitioning() -> None
         for i, ids in enumerate(rankings)
     ]
     metrics = ["recall", "mrr"]
-    expected = ragmeter.evaluate_rag(samples, metrics=metrics, k=2)
+    expected = ragmeter.evaluate_rag(samples, metrics=metrics, k_values=2)
     (warning,) = expected.warnings
     assert "of the 6 sample(s) scored on retrieved_ids is 0" in warning
     assert "none of the 12 retrieved doc ids (e.g. 'a', 'b', 'c', ...)" in warning
     for bounds in ([], [1, 2, 3, 4, 5], [0, 0, 2, 2, 6], [3], [5]):
-        got = rdask.evaluate_rag(_bag(samples, bounds), metrics=metrics, k=2)
+        got = rdask.evaluate_rag(_bag(samples, bounds), metrics=metrics, k_values=2)
         assert (got.metrics, got.warnings) == (expected.metrics, expected.warnings)
-        kept = rdask.evaluate_rag(_bag(samples, bounds), metrics=metrics, k=2, per_sample=True)
+        kept = rdask.evaluate_rag(
+            _bag(samples, bounds), metrics=metrics, k_values=2, per_sample=True
+        )
         assert kept.warnings == expected.warnings
     # one sample of one partition retrieves a judged doc: no warning, however split
     hit = [*samples, {"id": "s9", "retrieved_ids": ["z", "doc-9"], "reference_ids": ["doc-9"]}]
     for bounds in ([], [3], [6]):
-        got = rdask.evaluate_rag(_bag(hit, bounds), metrics=metrics, k=2)
-        assert got.warnings == ragmeter.evaluate_rag(hit, metrics=metrics, k=2).warnings == []
+        got = rdask.evaluate_rag(_bag(hit, bounds), metrics=metrics, k_values=2)
+        assert (
+            got.warnings == ragmeter.evaluate_rag(hit, metrics=metrics, k_values=2).warnings == []
+        )
+
+
+def test_rag_k_values_are_one_machines_and_k_is_deprecated() -> None:
+    samples = _samples(300, seed=5)
+    metrics = ["ndcg", "recall", "token_f1"]
+    expected = ragmeter.evaluate_rag(samples, metrics=metrics, k_values=(1, 3, 10))
+    assert list(expected.metrics) == [
+        *(f"{name}@{k}" for name in ("ndcg", "recall") for k in (1, 3, 10)),
+        "token_f1",
+    ]
+    for bounds in ([], [0, 50, 50, 299]):
+        got = rdask.evaluate_rag(_bag(samples, bounds), metrics=metrics, k_values=[10, 3, 1])
+        assert (got.metrics, got.coverage, got.warnings, got.extra["k"]) == (
+            expected.metrics,
+            expected.coverage,
+            expected.warnings,
+            [1, 3, 10],
+        )
+        kept = rdask.evaluate_rag(
+            _bag(samples, bounds), metrics=metrics, k_values=(1, 3, 10), per_sample=True
+        )
+        assert kept == expected
+    single = rdask.evaluate_rag(_bag(samples, [100]), metrics=metrics, k_values=3)
+    with pytest.warns(DeprecationWarning, match=r"ragmeter\.dask\.evaluate_rag\(k=\.\.\.\)"):
+        old = rdask.evaluate_rag(_bag(samples, [100]), metrics=metrics, k=3)
+    assert old == single and single.extra["k"] == 3
+    assert (
+        single.metrics == ragmeter.evaluate_rag(iter(samples), metrics=metrics, k_values=3).metrics
+    )
+    with (
+        pytest.warns(DeprecationWarning, match="k_values"),
+        pytest.raises(InvalidInputError, match="k_values only"),
+    ):
+        rdask.evaluate_rag(_bag(samples, []), metrics=metrics, k_values=3, k=3)
+    with pytest.raises(InvalidInputError, match="every k in k_values must be an int >= 1"):
+        rdask.evaluate_rag(_bag(samples, []), metrics=metrics, k_values=(3, -1))
 
 
 def test_rag_partials_merge_in_order_into_one_machines_report() -> None:

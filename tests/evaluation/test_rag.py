@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,7 +155,7 @@ def test_rag_eval_readme_quickstart_through_evaluate_rag() -> None:
         "golden_documents": golden,
         "retrieved": retrieved,
     }
-    report = evaluate_rag([sample], metrics=["precision", "faithfulness"], k=1)
+    report = evaluate_rag([sample], metrics=["precision", "faithfulness"], k_values=1)
     assert report.metrics["precision@1"] == rag_eval_precision_at_k(retrieved, golden, k=1) == 1.0
     assert report.metrics["faithfulness"] == rag_eval_faithfulness(answer, context)[0] == 1.0
 
@@ -173,7 +174,7 @@ def test_rag_eval_server_payload_through_evaluate_rag() -> None:
         ],
         "k": 5,
     }
-    report = evaluate_rag(payload["samples"], k=payload["k"])  # type: ignore[arg-type]
+    report = evaluate_rag(payload["samples"], k_values=payload["k"])  # type: ignore[arg-type]
     assert report.metrics == {"non_empty_rate": 1.0, "faithfulness": 1.0, "precision@5": 0.2}
     assert report.per_sample["sample-1"]["precision@5"] == 0.2
     assert report.details["sample-1"]["faithfulness"]["unsupported_claims"] == []
@@ -208,7 +209,7 @@ def test_rag_eval_jsonl_file_gives_rag_eval_numbers(tmp_path: Path) -> None:
     ]
     faith = [rag_eval_faithfulness(s.answer, s.context)[0] for s in samples]
     report = evaluate_rag(
-        read_jsonl(path), metrics=["precision", "faithfulness"], k=2, per_sample=True
+        read_jsonl(path), metrics=["precision", "faithfulness"], k_values=2, per_sample=True
     )
     assert report.metrics["precision@2"] == sum(precisions) / len(precisions)
     assert report.metrics["faithfulness"] == sum(faith) / len(faith)
@@ -285,7 +286,7 @@ CHUNK_IDS = [  # a retriever returning chunk ids where the samples judge source 
 def test_retrieved_ids_that_never_match_their_judgements_warn_with_the_count() -> None:
     metrics = ["precision", "ndcg"]
     for samples in (CHUNK_IDS, iter(CHUNK_IDS)):
-        report = evaluate_rag(samples, metrics=metrics, k=3)
+        report = evaluate_rag(samples, metrics=metrics, k_values=3)
         assert report.metrics == {"precision@3": 0.0, "ndcg@3": 0.0}
         assert report.coverage == {"precision@3": 4, "ndcg@3": 4}
         (warning,) = report.warnings
@@ -305,12 +306,13 @@ def test_retrieved_ids_that_never_match_their_judgements_warn_with_the_count() -
 
 def test_a_matching_or_judged_non_relevant_doc_is_not_a_doc_id_problem() -> None:
     one_hit = [*CHUNK_IDS, {"id": "f", "retrieved_ids": ["x", "doc-7"], "reference_ids": ["doc-7"]}]
-    report = evaluate_rag(one_hit, metrics=["precision"], k=3)
+    report = evaluate_rag(one_hit, metrics=["precision"], k_values=3)
     assert report.metrics["precision@3"] > 0 and report.warnings == []
     judged_zero = [*CHUNK_IDS, {"id": "g", "retrieved_ids": ["n"], "relevance": {"r": 1, "n": 0}}]
-    report = evaluate_rag(judged_zero, metrics=["precision"], k=3)
+    report = evaluate_rag(judged_zero, metrics=["precision"], k_values=3)
     assert report.metrics["precision@3"] == 0.0 and report.warnings == []
-    texts = evaluate_rag([CHUNK_IDS[4]], metrics=["precision"], k=3)  # rag-eval's texts: no ids
+    # rag-eval's texts: no ids
+    texts = evaluate_rag([CHUNK_IDS[4]], metrics=["precision"], k_values=3)
     assert texts.metrics["precision@3"] == 0.0 and texts.warnings == []
 
 
@@ -331,7 +333,10 @@ def test_input_errors() -> None:
         InvalidInputError, match="each metric must be a registered name or a RagMetric, got int"
     ):
         evaluate_rag(SEED_SAMPLES, metrics=[3])  # type: ignore[list-item]
-    with pytest.raises(InvalidInputError, match="k must be an int >= 1, got 0"):
+    with (
+        pytest.warns(DeprecationWarning, match="k_values"),
+        pytest.raises(InvalidInputError, match="k must be an int >= 1, got 0"),
+    ):
         evaluate_rag(SEED_SAMPLES, k=0)
     with pytest.raises(InvalidInputError, match="skipped_lines must be an int >= 0"):
         evaluate_rag(SEED_SAMPLES, skipped_lines=-1)
@@ -342,6 +347,116 @@ def test_input_errors() -> None:
         InvalidInputError, match="sample 0 must be a RagSample or a mapping, got str"
     ):
         evaluate_rag(["not a sample"])  # type: ignore[list-item]
+
+
+# --------------------------------------------------------------------------- k_values
+
+RANKED = [
+    {
+        "id": "a",
+        "retrieved_ids": ["d1", "d2", "d3", "d4"],
+        "relevance": {"d2": 1, "d4": 2, "d8": 1},
+        "response": "Paris",
+        "reference": "Paris",
+    },
+    {"id": "b", "retrieved_ids": ["d5", "d1"], "reference_ids": ["d1", "d9"], "response": "x"},
+    {"id": "c", "retrieved": ["t1", "t2", "t3"], "golden_documents": ["t3"], "answer": "y"},
+    {"id": "d", "retrieved_ids": ["d1"], "reference_ids": ["d7"], "reference": "z"},
+    {"id": "e", "response": "no ranking", "reference": "no ranking"},
+]
+RANK_METRICS = ["ndcg", "recall", "precision", "mrr", "map", "hit_rate", "token_f1"]
+
+
+def test_an_int_k_values_is_what_k_was() -> None:
+    report = evaluate_rag(RANKED, metrics=RANK_METRICS, k_values=3)
+    assert list(report.metrics) == [
+        *(f"{name}@3" for name in RANK_METRICS[:-1]),
+        "token_f1",
+    ]
+    assert report.extra["k"] == 3
+    with pytest.warns(DeprecationWarning, match=r"evaluate_rag\(k=\.\.\.\) is deprecated"):
+        old = evaluate_rag(RANKED, metrics=RANK_METRICS, k=3)
+    assert old == report and old.to_json() == report.to_json()
+    default = evaluate_rag(RANKED, metrics=RANK_METRICS)
+    assert default == evaluate_rag(RANKED, metrics=RANK_METRICS, k_values=5)
+    assert default.extra["k"] == 5 and type(default.extra["k"]) is int
+    assert json.loads(default.to_json())["extra"]["k"] == 5
+
+
+def test_several_cut_offs_are_each_one_scored_alone() -> None:
+    ks = (1, 2, 3, 10)
+    for samples in (RANKED, iter(RANKED)):
+        report = evaluate_rag(samples, metrics=RANK_METRICS, k_values=[10, 2, 1, 3, 2])
+        names = RANK_METRICS[:-1]
+        assert list(report.metrics) == [
+            *(f"{name}@{k}" for name in names for k in ks),
+            "token_f1",
+        ]
+        assert report.extra["k"] == list(ks)
+        for k in ks:
+            alone = evaluate_rag(RANKED, metrics=RANK_METRICS, k_values=k)
+            for key in alone.metrics:
+                assert report.metrics[key] == alone.metrics[key], key
+                assert report.coverage[key] == alone.coverage[key], key
+                assert report.summary(key) == alone.summary(key), key
+            if isinstance(samples, list):
+                for sid, row in alone.per_sample.items():
+                    assert {key: report.per_sample[sid][key] for key in row} == row
+    assert evaluate_rag(RANKED, metrics=["ndcg"], k_values=range(1, 3)).extra["k"] == [1, 2]
+
+
+def test_k_values_with_metric_objects_and_the_defaults() -> None:
+    from ragmeter.evaluation.sample_retrieval import PrecisionAtK
+
+    report = evaluate_rag(RANKED, metrics=["precision", PrecisionAtK(k=2)], k_values=(1, 3))
+    assert list(report.metrics) == ["precision@1", "precision@3", "precision@2"]
+    assert (
+        report.metrics["precision@2"]
+        == evaluate_rag(RANKED, metrics=["precision"], k_values=2).metrics["precision@2"]
+    )
+    defaults = evaluate_rag(RANKED, k_values=(1, 5))
+    assert {"precision@1", "precision@5"} <= set(defaults.metrics)
+    assert "precision@10" not in defaults.metrics
+    with pytest.raises(InvalidInputError, match="precision@1 needs retrieved_ids"):
+        evaluate_rag(SEED_SAMPLES, metrics=["precision"], k_values=(1, 2))
+
+
+def test_k_values_are_checked_and_k_is_not_taken_with_them() -> None:
+    for bad, match in [
+        (0, "every k in k_values must be an int >= 1, got 0"),
+        ([5, 0], "every k in k_values must be an int >= 1, got 0"),
+        ((2.5,), "every k in k_values must be an int >= 1, got 2.5"),
+        (True, "every k in k_values must be an int >= 1, got True"),
+        ([], "k_values is empty"),
+        ("5", "k_values must be an int >= 1 or an iterable of them, got '5'"),
+        (2.5, "k_values must be an int >= 1 or an iterable of them, got 2.5"),
+        (None, "k_values must be an int >= 1 or an iterable of them, got None"),
+    ]:
+        with pytest.raises(InvalidInputError, match=re.escape(match)):
+            evaluate_rag(RANKED, metrics=["ndcg"], k_values=bad)  # type: ignore[arg-type]
+    for k_values in (3, 5, (5,)):  # an explicit 5 too: only the default is no k_values
+        with (
+            pytest.warns(DeprecationWarning, match="k_values"),
+            pytest.raises(InvalidInputError, match=r"deprecated name of k_values.*k_values only"),
+        ):
+            evaluate_rag(RANKED, metrics=["ndcg"], k_values=k_values, k=3)
+
+
+def test_rag_partial_and_rag_report_take_k_values() -> None:
+    from ragmeter.evaluation.rag import rag_partial, rag_report
+
+    expected = evaluate_rag(RANKED, metrics=RANK_METRICS, k_values=(1, 3))
+    partial = rag_partial(RANKED[:2], metrics=RANK_METRICS, k_values=(1, 3), keep=True)
+    partial.merge(rag_partial(RANKED[2:], metrics=RANK_METRICS, k_values=(3, 1), keep=True))
+    assert rag_report(partial, metrics=RANK_METRICS, k_values=[1, 3]) == expected
+    with pytest.warns(DeprecationWarning, match=r"rag_partial\(k=\.\.\.\)"):
+        old = rag_partial(RANKED, metrics=RANK_METRICS, k=3, keep=True)
+    with pytest.warns(DeprecationWarning, match=r"rag_report\(k=\.\.\.\)"):
+        report = rag_report(old, metrics=RANK_METRICS, k=3)
+    assert report == evaluate_rag(RANKED, metrics=RANK_METRICS, k_values=3)
+    partial = rag_partial(RANKED, metrics=RANK_METRICS, k_values=(1, 3), keep=True)
+    with pytest.raises(InvalidInputError, match="metrics, k_values and prices"):
+        rag_report(partial, metrics=RANK_METRICS, k_values=3)
 
 
 # --------------------------------------------------------------------------- driver behaviour

@@ -38,7 +38,7 @@ def _cranfield_samples() -> tuple[
 
 def test_cranfield_samples_give_evaluate_run_numbers() -> None:
     samples, qrels, run = _cranfield_samples()
-    report = evaluate_rag(samples, metrics=NAMES, k=10)
+    report = evaluate_rag(samples, metrics=NAMES, k_values=10)
     expected = evaluate_run(qrels, run, k_values=(10,), metrics=NAMES)
     for name in NAMES:
         key = f"{name}@10"
@@ -56,7 +56,7 @@ def test_cranfield_against_pytrec_eval() -> None:
         {"ndcg_cut.10", "P.10", "recall.10"},
     )
     oracle = evaluator.evaluate(run.scores)
-    report = evaluate_rag(samples, metrics=["ndcg", "precision", "recall"], k=10)
+    report = evaluate_rag(samples, metrics=["ndcg", "precision", "recall"], k_values=10)
     compared = 0
     for qid, row in oracle.items():
         ours = report.per_sample[qid]
@@ -128,7 +128,7 @@ def test_difference_from_rag_eval_empty_golden_is_skipped() -> None:
             RagSample(id="s2", retrieved=["A"], golden_documents=["A"]),
         ],
         metrics=["precision"],
-        k=1,
+        k_values=1,
     )
     assert report.metrics == {"precision@1": 1.0}
     assert report.coverage == {"precision@1": 1}
@@ -157,7 +157,7 @@ def test_registry_objects_and_cutoffs() -> None:
         assert metric.at(3).key == f"{name}@3"  # type: ignore[attr-defined]
     assert repr(PrecisionAtK(k=3)) == "PrecisionAtK(k=3)"
     sample = RagSample(id="s", retrieved_ids=["a", "b", "c"], reference_ids=["c"])
-    report = evaluate_rag([sample], metrics=["hit_rate", PrecisionAtK(k=3)], k=2)
+    report = evaluate_rag([sample], metrics=["hit_rate", PrecisionAtK(k=3)], k_values=2)
     assert report.metrics == {"hit_rate@2": 0.0, "precision@3": pytest.approx(1 / 3)}
 
 

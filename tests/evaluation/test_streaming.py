@@ -237,8 +237,8 @@ METRICS = ["exact_match", "token_f1", "faithfulness", "latency_ms", "ndcg", "pre
 
 def test_a_stream_gives_the_list_numbers_and_no_per_sample_scores() -> None:
     samples = _samples(3000)
-    kept = evaluate_rag(samples, metrics=METRICS, k=3)
-    streamed = evaluate_rag(iter(samples), metrics=METRICS, k=3)
+    kept = evaluate_rag(samples, metrics=METRICS, k_values=3)
+    streamed = evaluate_rag(iter(samples), metrics=METRICS, k_values=3)
     assert streamed.metrics == kept.metrics
     assert streamed.coverage == kept.coverage
     assert streamed.n_samples == kept.n_samples == 3000
@@ -282,9 +282,9 @@ def test_per_sample_true_keeps_a_stream_and_false_drops_a_list() -> None:
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".parquet"])
 def test_per_sample_file_holds_what_per_sample_would(tmp_path: Path, suffix: str) -> None:
     samples = _samples(5000)
-    kept = evaluate_rag(samples, metrics=METRICS, k=3)
+    kept = evaluate_rag(samples, metrics=METRICS, k_values=3)
     path = tmp_path / f"scores{suffix}"
-    written = evaluate_rag(iter(samples), metrics=METRICS, k=3, per_sample=path)
+    written = evaluate_rag(iter(samples), metrics=METRICS, k_values=3, per_sample=path)
     assert written.metrics == kept.metrics
     assert written.extra["per_sample_file"] == str(path)
     assert read_scores(path) == kept.per_sample
@@ -337,7 +337,7 @@ def test_a_failed_evaluation_leaves_no_file(tmp_path: Path) -> None:
 def test_jsonl_reader_streams_and_the_report_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "samples.jsonl"
     write_jsonl(_samples(3000), path)
-    report = evaluate_rag(read_jsonl(path), metrics=METRICS, k=3)
+    report = evaluate_rag(read_jsonl(path), metrics=METRICS, k_values=3)
     assert report.per_sample == {}
     again = RagEvalReport.from_dict(json.loads(report.to_json()))
     assert again.metrics == report.metrics
@@ -367,7 +367,7 @@ def test_streaming_memory_does_not_grow_with_the_samples() -> None:
     def peak(n: int) -> int:
         gc.collect()
         tracemalloc.start()
-        evaluate_rag(stream(n), metrics=METRICS, k=3)
+        evaluate_rag(stream(n), metrics=METRICS, k_values=3)
         _, top = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         return top

@@ -51,10 +51,10 @@ def test_parquet_samples_score_like_jsonl(tmp_path: Path) -> None:
     write_jsonl(RAG_EVAL, jsonl)
     parquet = tmp_path / "s.parquet"
     pq.write_table(_table(RAG_EVAL), parquet)
-    from_jsonl = evaluate_rag(read_jsonl(jsonl), k=2, per_sample=True)
+    from_jsonl = evaluate_rag(read_jsonl(jsonl), k_values=2, per_sample=True)
     reader = read_parquet(parquet, batch_size=1)
     assert reader.num_rows == 2
-    from_parquet = evaluate_rag(reader, k=2, per_sample=True)
+    from_parquet = evaluate_rag(reader, k_values=2, per_sample=True)
     assert from_parquet.to_dict() == from_jsonl.to_dict()
     assert [s.model_dump() for s in read_parquet(parquet)] == [
         s.model_dump() for s in read_jsonl(jsonl)
@@ -76,7 +76,7 @@ def test_relevance_as_a_map_column_and_unknown_columns_in_metadata(tmp_path: Pat
     samples = list(samples_from_arrow(table))
     assert samples[0].relevance == {"d2": 2.0}
     assert samples[0].metadata == {"team": "x"} and samples[1].metadata == {}
-    report = evaluate_rag(iter(samples), metrics=["recall"], k=1)
+    report = evaluate_rag(iter(samples), metrics=["recall"], k_values=1)
     assert report.metrics == {"recall@1": 0.25}
 
 
@@ -109,7 +109,7 @@ def test_bad_rows_name_the_row_and_the_column(tmp_path: Path) -> None:
 
 
 def test_score_files_in_both_formats_round_trip(tmp_path: Path) -> None:
-    report = evaluate_rag(RAG_EVAL, k=2)
+    report = evaluate_rag(RAG_EVAL, k_values=2)
     for name in ("scores.parquet", "scores.jsonl.gz"):
         assert write_scores(report, tmp_path / name) == 2
         assert read_scores(tmp_path / name) == report.per_sample

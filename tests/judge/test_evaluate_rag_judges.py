@@ -130,3 +130,23 @@ def test_progress_callback_sees_every_call() -> None:
         progress=lambda done, total: seen.append((done, total)),
     )
     assert seen[-1] == (3, 3)
+
+
+def test_k_values_reach_the_retrieval_metrics_beside_judge_metrics() -> None:
+    ranked = [
+        {**SAMPLES[0], "retrieved_ids": ["d1", "d2"], "reference_ids": ["d2"]},
+        {**SAMPLES[1], "retrieved_ids": ["d3"], "reference_ids": ["d3"]},
+    ]
+    judge = Faithfulness(judge=_judge())
+    report = evaluate_rag(ranked, metrics=["precision", judge], k_values=(1, 2), judge_cache=None)
+    alone = evaluate_rag(ranked, metrics=["precision"], k_values=(1, 2))
+    assert list(report.metrics) == ["precision@1", "precision@2", "judge_faithfulness"]
+    assert {key: report.metrics[key] for key in alone.metrics} == alone.metrics
+    assert report.extra["k"] == [1, 2]
+    with pytest.warns(DeprecationWarning, match="k_values") as caught:
+        old = evaluate_rag(ranked, metrics=["precision", judge], k=2, judge_cache=None)
+    assert len(caught) == 1  # once, not again for the judged pass's inner call
+    assert (
+        old.metrics
+        == evaluate_rag(ranked, metrics=["precision", judge], k_values=2, judge_cache=None).metrics
+    )

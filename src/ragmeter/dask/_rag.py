@@ -27,8 +27,8 @@ from ragmeter.dask._collections import (
     partitions,
     task_prefix,
 )
-from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError, check_k
-from ragmeter.evaluation._rag_rules import _resolve, _split_judges
+from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError
+from ragmeter.evaluation._rag_rules import DEFAULT_K, _cut_offs, _resolve, _split_judges
 from ragmeter.evaluation.rag import RagPartial, rag_partial, rag_report
 from ragmeter.metrics.base import RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
@@ -61,7 +61,7 @@ class _Spec:
 
     metrics: list[RagMetric] | None
     """The deterministic metrics, resolved on the client; ``None``: judge metrics only."""
-    k: int
+    k_values: tuple[int, ...]
     keep: bool
     judges: Any  # a ragmeter.dask._judges.JudgeSpec, or None
 
@@ -126,7 +126,9 @@ def _score_part(part: Any, spec: _Spec, number: int) -> _Part:
     try:
         items = _records(part)
         if spec.judges is None:
-            partial = rag_partial(items, metrics=spec.metrics, k=spec.k, keep=spec.keep)
+            partial = rag_partial(
+                items, metrics=spec.metrics, k_values=spec.k_values, keep=spec.keep
+            )
             return _Part(partial, None)
         from ragmeter.dask._judges import judge_partition
 
@@ -134,7 +136,9 @@ def _score_part(part: Any, spec: _Spec, number: int) -> _Part:
         if spec.metrics is None:
             partial = _bare(samples, spec.keep)
         else:
-            partial = rag_partial(samples, metrics=spec.metrics, k=spec.k, keep=spec.keep)
+            partial = rag_partial(
+                samples, metrics=spec.metrics, k_values=spec.k_values, keep=spec.keep
+            )
         return _Part(partial, judge_partition(samples, spec.judges, kept=spec.keep))
     except RagmeterError as exc:
         _note(exc, number)
@@ -215,7 +219,7 @@ def evaluate_rag(
     samples: Any,
     *,
     metrics: Sequence[str | RagMetric] | str | RagMetric | None = None,
-    k: int = 5,
+    k_values: Iterable[int] | int = DEFAULT_K,
     prices: Mapping[str, float] | None = None,
     per_sample: bool = False,
     skipped_lines: int = 0,
@@ -224,15 +228,16 @@ def evaluate_rag(
     judge_options: Any = None,
     client: Any = None,
     split_every: int = 8,
+    k: int | None = None,
 ) -> RagEvalReport:
     """:func:`ragmeter.evaluate_rag` over a Dask collection, partition by partition.
 
     ``samples`` is a ``dask.bag.Bag`` of samples (:class:`~ragmeter.schema.RagSample`
     objects or mappings with Ragas or rag-eval field names) or a ``dask.dataframe.DataFrame``
-    whose columns are sample fields (a missing cell is an absent field). ``metrics``, ``k``,
-    ``prices``, ``skipped_lines``, ``warnings``, ``judge_cache`` and ``judge_options`` are
-    :func:`ragmeter.evaluate_rag`'s. ``metrics`` (and registered names) are resolved here
-    and sent to the workers.
+    whose columns are sample fields (a missing cell is an absent field). ``metrics``,
+    ``k_values`` (and its deprecated name ``k``), ``prices``, ``skipped_lines``,
+    ``warnings``, ``judge_cache`` and ``judge_options`` are :func:`ragmeter.evaluate_rag`'s.
+    ``metrics`` (and registered names) are resolved here and sent to the workers.
 
     The report is the one :func:`ragmeter.evaluate_rag` returns for all the samples in
     partition order: the same ``metrics`` (bit for bit, whatever the partitioning),
@@ -255,59 +260,24 @@ def evaluate_rag(
     (with the partition named in a note), :class:`~ragmeter.errors.InvalidInputError` for a
     collection that is neither a bag nor a dataframe or a ``per_sample`` that is not a bool.
     """
-    check_k(k)
-    if per_sample is not True and per_sample is not False:
-        raise InvalidInputError(
-            "per_sample must be True (gather every sample's scores to the client) or False "
-            f"(keep the mergeable aggregates only) under Dask, got {per_sample!r:.80}"
-        )
-    if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
-        raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
+    ks = _cut_offs(k_values, k, caller="ragmeter.dask.evaluate_rag", stacklevel=2)
+    _check_options(per_sample, skipped_lines)
     judges, other = _split_judges(metrics)
     parts = partitions(samples, "evaluate_rag samples")
     if is_dataframe(samples):
         check_not_strings(samples, _STRUCTURED, "samples")
-    resolved = None if judges and not other else _resolve(other, k, prices)[0]
+    resolved = None if judges and not other else _resolve(other, ks, prices)[0]
     client = active_client(client)
     prefix = task_prefix("rag")
     scheduler = None
     judge_spec = None
     budget: Any = None
     if judges:
-        from ragmeter.dask import _judges
-        from ragmeter.dask._budget import LocalBudget, SchedulerBudget
-        from ragmeter.judge.runner import JudgeOptions
-
-        opts = judge_options or JudgeOptions()
-        if client is not None:
-            budget = SchedulerBudget(prefix, opts.max_calls, opts.max_tokens)
-        else:
-            budget = LocalBudget(opts.max_calls, opts.max_tokens)
-            scheduler = _local_scheduler()
-        judge_spec = _judges.JudgeSpec(
-            _judges.freeze(judges),
-            _judges.cache_spec(judge_cache),
-            _judges.no_options_budget(opts),
-            budget,
+        judge_spec, budget, scheduler = _judge_setup(
+            judges, judge_cache, judge_options, client, prefix
         )
-    spec = one_task(_Spec(resolved, k, per_sample, judge_spec), prefix)
-    tasks = [
-        dask.delayed(_score_part, pure=False)(part, spec, i, dask_key_name=f"{prefix}-part-{i}")
-        for i, part in enumerate(parts)
-    ]
-    root = merge_tree(tasks, _merge, split_every=split_every, prefix=prefix)
-    final = dask.delayed(_final, pure=False)(root, dask_key_name=f"{prefix}-final")
-    granted: tuple[int, int] | None = None
-    if judges and client is not None:
-        budget.open(client, prefix, budget.max_calls, budget.max_tokens)
-        try:
-            merged: _Part = compute(final, client)
-        finally:
-            granted = budget.close(client, prefix)
-    else:
-        merged = compute(final, client, scheduler=scheduler)
-        if budget is not None:
-            granted = (budget.calls, budget.tokens)
+    spec = one_task(_Spec(resolved, ks, per_sample, judge_spec), prefix)
+    merged, granted = _compute(parts, spec, prefix, split_every, client, scheduler, budget)
     partial = merged.partial
     n = partial.n
     if judges:
@@ -326,24 +296,104 @@ def evaluate_rag(
         report = rag_report(
             partial,
             metrics=other,
-            k=k,
+            k_values=ks,
             prices=prices,
             warnings=warnings,
             skipped_lines=skipped_lines,
             repeats=repeats,
         )
     else:
-        report = RagEvalReport(metrics={}, coverage={}, n_samples=n, skipped_lines=skipped_lines)
-        if warnings is not None:
-            report.warnings = [str(w) for w in warnings]
-        if partial.rows is not None:
-            report.per_sample = {sid: {} for sid in sample_keys([r[0] for r in partial.rows])}
-        else:
-            report.extra["per_sample"] = "not kept"
+        report = _judged_only(partial, skipped_lines, warnings)
     if judges:
         add_judges(report, merged.judged, n)
         if granted is not None:
             report.extra["judge_budget"] = {"calls": granted[0], "tokens": granted[1]}
+    return report
+
+
+def _check_options(per_sample: object, skipped_lines: int) -> None:
+    """Refuse a ``per_sample`` that is not a bool and a ``skipped_lines`` that is not an
+    int >= 0."""
+    if per_sample is not True and per_sample is not False:
+        raise InvalidInputError(
+            "per_sample must be True (gather every sample's scores to the client) or False "
+            f"(keep the mergeable aggregates only) under Dask, got {per_sample!r:.80}"
+        )
+    if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
+        raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
+
+
+def _judge_setup(
+    judges: list[Any], judge_cache: Any, judge_options: Any, client: Any, prefix: str
+) -> tuple[Any, Any, str | None]:
+    """What the partitions need to run the judge metrics: ``(judge spec, budget,
+    scheduler)``; the budget is kept by the scheduler with a client, else in this process
+    (with a local scheduler of one process, so one budget)."""
+    from ragmeter.dask import _judges
+    from ragmeter.dask._budget import LocalBudget, SchedulerBudget
+    from ragmeter.judge.runner import JudgeOptions
+
+    opts = judge_options or JudgeOptions()
+    scheduler = None
+    budget: Any
+    if client is not None:
+        budget = SchedulerBudget(prefix, opts.max_calls, opts.max_tokens)
+    else:
+        budget = LocalBudget(opts.max_calls, opts.max_tokens)
+        scheduler = _local_scheduler()
+    judge_spec = _judges.JudgeSpec(
+        _judges.freeze(judges),
+        _judges.cache_spec(judge_cache),
+        _judges.no_options_budget(opts),
+        budget,
+    )
+    return judge_spec, budget, scheduler
+
+
+def _compute(
+    parts: Sequence[Any],
+    spec: Any,
+    prefix: str,
+    split_every: int,
+    client: Any,
+    scheduler: str | None,
+    budget: Any,
+) -> tuple[_Part, tuple[int, int] | None]:
+    """Score every partition, merge the partials in a tree, and bring the merged one to
+    the client; with the judges' budget (``None`` without judges) and what it granted."""
+    tasks = [
+        dask.delayed(_score_part, pure=False)(part, spec, i, dask_key_name=f"{prefix}-part-{i}")
+        for i, part in enumerate(parts)
+    ]
+    root = merge_tree(tasks, _merge, split_every=split_every, prefix=prefix)
+    final = dask.delayed(_final, pure=False)(root, dask_key_name=f"{prefix}-final")
+    granted: tuple[int, int] | None = None
+    if budget is not None and client is not None:
+        budget.open(client, prefix, budget.max_calls, budget.max_tokens)
+        try:
+            merged: _Part = compute(final, client)
+        finally:
+            granted = budget.close(client, prefix)
+    else:
+        merged = compute(final, client, scheduler=scheduler)
+        if budget is not None:
+            granted = (budget.calls, budget.tokens)
+    return merged, granted
+
+
+def _judged_only(
+    partial: RagPartial, skipped_lines: int, warnings: Iterable[str] | WarningLog | None
+) -> RagEvalReport:
+    """The report before the judge metrics are added, when there is no other metric."""
+    report = RagEvalReport(
+        metrics={}, coverage={}, n_samples=partial.n, skipped_lines=skipped_lines
+    )
+    if warnings is not None:
+        report.warnings = [str(w) for w in warnings]
+    if partial.rows is not None:
+        report.per_sample = {sid: {} for sid in sample_keys([r[0] for r in partial.rows])}
+    else:
+        report.extra["per_sample"] = "not kept"
     return report
 
 

@@ -6,12 +6,13 @@ import difflib
 import math
 import os
 import statistics
-from collections.abc import Callable, Mapping, Sequence, Sized
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import InvalidInputError
+from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.evaluation import sample_retrieval as _sample_retrieval
 from ragmeter.io.scores import score_format
 from ragmeter.metrics import operational as _operational
@@ -35,6 +36,61 @@ rag-eval reports); each is computed when at least one sample can be scored on it
 SPAN_METRICS: tuple[str, ...] = ("character_recall", "character_precision", "character_f1")
 """Seed 004's character-level scores: with ``metrics=None`` they are added when some sample
 carries ``gold_spans`` and ``retrieved_spans``, and left out without a note otherwise."""
+
+
+class _DefaultCutOff(int):
+    """The default ``k_values`` (5), told apart from an explicit one so that passing it with
+    the deprecated ``k`` too can be refused."""
+
+    __slots__ = ()
+
+
+DEFAULT_K: int = _DefaultCutOff(5)
+"""``k_values``' default: the retrieval metrics at cut-off 5 (``"precision@5"``)."""
+
+
+def _cut_offs(
+    k_values: Iterable[int] | int, k: int | None, *, caller: str, stacklevel: int
+) -> tuple[int, ...]:
+    """The distinct cut-offs of ``k_values``, ascending, checked as ``evaluate_run`` checks
+    its own; the deprecated ``k`` (one cut-off) is folded in with a ``DeprecationWarning``
+    ``stacklevel`` frames up, and refused with ``k_values`` too.
+
+    >>> _cut_offs(DEFAULT_K, None, caller="evaluate_rag", stacklevel=1)
+    (5,)
+    >>> _cut_offs([10, 1, 10], None, caller="evaluate_rag", stacklevel=1)
+    (1, 10)
+    """
+    if k is not None:
+        warnings.warn(
+            f"{caller}(k=...) is deprecated: it is k_values={k!r} (the same cut-off; k_values "
+            "takes several too, e.g. (5, 10)); pass that instead (k= will be removed in a "
+            "future release)",
+            DeprecationWarning,
+            stacklevel=stacklevel + 1,
+        )
+        if k_values is not DEFAULT_K:
+            raise InvalidInputError(
+                f"k={k!r} is the deprecated name of k_values, but k_values={k_values!r} was "
+                "given too: pass k_values only"
+            )
+        return (int(check_k(k)),)
+    if isinstance(k_values, int):
+        k_values = (k_values,)
+    elif isinstance(k_values, (str, bytes)) or not isinstance(k_values, Iterable):
+        raise InvalidInputError(
+            f"k_values must be an int >= 1 or an iterable of them, got {k_values!r:.80}"
+        )
+    ks = tuple(sorted({int(check_k(cut, name="every k in k_values")) for cut in k_values}))
+    if not ks:
+        raise InvalidInputError("k_values is empty: give at least one cut-off, e.g. (10,)")
+    return ks
+
+
+def _k_extra(ks: Sequence[int]) -> int | list[int]:
+    """``report.extra["k"]``: the cut-off, or the list of them when there are several."""
+    return ks[0] if len(ks) == 1 else list(ks)
+
 
 _SampleRetrieval = _sample_retrieval.SampleRetrievalMetric
 _CostUSD = _operational.CostUSD
@@ -123,9 +179,11 @@ def _exact_mean(values: Sequence[float]) -> float:
 
 def _resolve(
     metrics: Sequence[str | RagMetric] | str | RagMetric | None,
-    k: int,
+    ks: Sequence[int],
     prices: Mapping[str, float] | None,
 ) -> tuple[list[RagMetric], bool]:
+    """The metrics to score (a retrieval name once per cut-off in ``ks``, in order),
+    distinct by key, and whether they were requested explicitly."""
     explicit = metrics is not None
     if metrics is None:
         requested: Sequence[str | RagMetric] = (*DEFAULT_METRICS, *SPAN_METRICS)
@@ -141,29 +199,37 @@ def _resolve(
     resolved: list[RagMetric] = []
     keys: set[str] = set()
     for item in requested:
-        if isinstance(item, str):
-            metric = RAG_METRICS.get_metric(item)
-            if isinstance(metric, _SampleRetrieval):
-                metric = metric.at(k)
-        elif isinstance(item, RagMetric):
-            metric = item
-        else:
-            raise InvalidInputError(
-                f"each metric must be a registered name or a RagMetric, got "
-                f"{type(item).__name__}: {item!r:.80}"
-            )
-        if isinstance(metric, _CostUSD) and not metric.has_prices:
-            if prices is None:
-                raise InvalidInputError(
-                    "cost_usd needs token prices: pass prices={'input': ..., 'output': ...} "
-                    "(USD per million tokens) or CostUSD(input_price=..., output_price=...)"
-                )
-            metric = metric.with_prices(prices)
-        key = _key(metric)
-        if key not in keys:
-            keys.add(key)
-            resolved.append(metric)
+        metric = _metric(item, prices)
+        found: list[RagMetric] = [metric]
+        if isinstance(item, str) and isinstance(metric, _SampleRetrieval):
+            found = [metric.at(k) for k in ks]  # a name: at every cut-off
+        for each in found:
+            key = _key(each)
+            if key not in keys:
+                keys.add(key)
+                resolved.append(each)
     return resolved, explicit
+
+
+def _metric(item: object, prices: Mapping[str, float] | None) -> RagMetric:
+    """The metric a requested item names (a registered name or a RagMetric), priced."""
+    if isinstance(item, str):
+        metric = RAG_METRICS.get_metric(item)
+    elif isinstance(item, RagMetric):
+        metric = item
+    else:
+        raise InvalidInputError(
+            f"each metric must be a registered name or a RagMetric, got "
+            f"{type(item).__name__}: {item!r:.80}"
+        )
+    if isinstance(metric, _CostUSD) and not metric.has_prices:
+        if prices is None:
+            raise InvalidInputError(
+                "cost_usd needs token prices: pass prices={'input': ..., 'output': ...} "
+                "(USD per million tokens) or CostUSD(input_price=..., output_price=...)"
+            )
+        metric = metric.with_prices(prices)
+    return metric
 
 
 def _key(metric: RagMetric) -> str:

@@ -22,9 +22,9 @@ from typing import Any
 from ragmeter.errors import InvalidInputError, NoSamplesError
 from ragmeter.judge.cache import JudgeCache
 from ragmeter.judge.metrics import JudgeMetric
-from ragmeter.judge.runner import JudgeOptions, run_judges
+from ragmeter.judge.runner import JudgeOptions, JudgeRun, run_judges
 from ragmeter.report import RagEvalReport
-from ragmeter.schema import SampleLike, coerce_sample, sample_keys
+from ragmeter.schema import RagSample, SampleLike, coerce_sample, sample_keys
 
 __all__ = ["DEFAULT_CACHE", "evaluate_with_judges", "open_cache"]
 
@@ -61,18 +61,7 @@ def evaluate_with_judges(
     ``other_metrics=None`` lets ``evaluate`` choose its defaults (``metrics=None``: every
     default metric some sample can be scored on); an empty list means judge metrics only.
     """
-    coerced = [coerce_sample(s, index=i) for i, s in enumerate(samples)]
-    if not coerced:
-        raise NoSamplesError(
-            "evaluate_rag got no samples: pass a non-empty list of RagSample objects or mappings"
-        )
-    for metric in judge_metrics:
-        if not any(metric.applies_to(s) for s in coerced):
-            need = ", ".join(sorted(metric.needs))
-            raise InvalidInputError(
-                f"{metric.name} needs {need} on a sample; none of the {len(coerced)} samples "
-                "has all of them, so no judge call could score anything"
-            )
+    coerced = _judgeable(samples, judge_metrics)
     if other_metrics is None or other_metrics:
         chosen = None if other_metrics is None else list(other_metrics)
         report = evaluate(coerced, metrics=chosen, **kwargs)
@@ -94,32 +83,66 @@ def evaluate_with_judges(
         if cache is not None and not isinstance(judge_cache, JudgeCache):
             cache.close()
     for metric in judge_metrics:
-        key = metric.name
-        values: list[float] = []
-        for sid in ids:
-            value = run.scores.get(sid, {}).get(key)
-            report.per_sample.setdefault(sid, {})[key] = value
-            if value is not None:
-                values.append(value)
-            info: dict[str, Any] = {}
-            reason = run.reasons.get(sid, {}).get(key)
-            if reason:
-                info["reason"] = reason
-            spread = run.spread.get(sid, {}).get(key)
-            if spread:
-                info["spread"] = spread
-            if info:
-                report.details.setdefault(sid, {})[key] = info
-        if values:
-            report.metrics[key] = math.fsum(values) / len(values)
-            report.coverage[key] = len(values)
-            report.higher_is_better[key] = metric.higher_is_better
-        else:
-            # Never a 0.0 that means "nothing was measured": the key is left out of
-            # metrics, the reason is recorded, and every sample's value stays None.
-            why = "the judge scored no sample (each sample's reason is in details)"
-            report.extra.setdefault("not_computed", {})[key] = why
-            report.warnings.append(f"{key}: {why}")
+        _add_scores(report, run, metric, ids)
+    _add_run(report, run, cache)
+    report.__dict__.pop("summaries", None)  # drop a cached summary computed before the merge
+    return report
+
+
+def _judgeable(
+    samples: Iterable[SampleLike], judge_metrics: Sequence[JudgeMetric]
+) -> list[RagSample]:
+    """The samples as :class:`~ragmeter.schema.RagSample` objects; refuses an empty
+    ``samples``, and a judge metric that no sample can be scored on."""
+    coerced = [coerce_sample(s, index=i) for i, s in enumerate(samples)]
+    if not coerced:
+        raise NoSamplesError(
+            "evaluate_rag got no samples: pass a non-empty list of RagSample objects or mappings"
+        )
+    for metric in judge_metrics:
+        if not any(metric.applies_to(s) for s in coerced):
+            need = ", ".join(sorted(metric.needs))
+            raise InvalidInputError(
+                f"{metric.name} needs {need} on a sample; none of the {len(coerced)} samples "
+                "has all of them, so no judge call could score anything"
+            )
+    return coerced
+
+
+def _add_scores(report: RagEvalReport, run: JudgeRun, metric: JudgeMetric, ids: list[str]) -> None:
+    """Put one judge metric's per-sample scores, reasons and spreads, and its mean, in the
+    report (or say why it has none)."""
+    key = metric.name
+    values: list[float] = []
+    for sid in ids:
+        value = run.scores.get(sid, {}).get(key)
+        report.per_sample.setdefault(sid, {})[key] = value
+        if value is not None:
+            values.append(value)
+        info: dict[str, Any] = {}
+        reason = run.reasons.get(sid, {}).get(key)
+        if reason:
+            info["reason"] = reason
+        spread = run.spread.get(sid, {}).get(key)
+        if spread:
+            info["spread"] = spread
+        if info:
+            report.details.setdefault(sid, {})[key] = info
+    if values:
+        report.metrics[key] = math.fsum(values) / len(values)
+        report.coverage[key] = len(values)
+        report.higher_is_better[key] = metric.higher_is_better
+    else:
+        # Never a 0.0 that means "nothing was measured": the key is left out of
+        # metrics, the reason is recorded, and every sample's value stays None.
+        why = "the judge scored no sample (each sample's reason is in details)"
+        report.extra.setdefault("not_computed", {})[key] = why
+        report.warnings.append(f"{key}: {why}")
+
+
+def _add_run(report: RagEvalReport, run: JudgeRun, cache: JudgeCache | None) -> None:
+    """Put what the judge run took (calls, cache hits, tokens) and how it ended in the
+    report's ``extra`` and ``warnings``."""
     report.extra.update(
         judge_calls=run.calls,
         judge_cache_hits=run.cache_hits,
@@ -137,5 +160,3 @@ def evaluate_with_judges(
         report.extra["incomplete"] = True
         report.extra["stop_reason"] = run.stop_reason
         report.warnings.append(f"incomplete: {run.stop_reason}; unscored samples are None")
-    report.__dict__.pop("summaries", None)  # drop a cached summary computed before the merge
-    return report

@@ -57,19 +57,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.aggregate import StreamKeys
-from ragmeter.errors import InvalidInputError, check_k
+from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation import sample_retrieval as _sample_retrieval
-from ragmeter.evaluation._rag_passes import RagPartial, _report, _score, rag_partial, rag_report
+from ragmeter.evaluation._rag_partial import RagPartial
+from ragmeter.evaluation._rag_passes import _report, rag_partial, rag_report
 from ragmeter.evaluation._rag_rules import (
+    DEFAULT_K,
     DEFAULT_METRICS,
     SEED_METRICS,
     SPAN_METRICS,
     PerSample,
+    _cut_offs,
     _key,
     _per_sample_mode,
     _resolve,
     _split_judges,
 )
+from ragmeter.evaluation._rag_score import _score
 from ragmeter.io.scores import ScoreWriter, open_score_writer, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
@@ -95,7 +99,7 @@ def evaluate_rag(
     samples: Iterable[SampleLike],
     *,
     metrics: Sequence[str | RagMetric] | str | RagMetric | None = None,
-    k: int = 5,
+    k_values: Iterable[int] | int = DEFAULT_K,
     prices: Mapping[str, float] | None = None,
     skipped_lines: int = 0,
     warnings: Iterable[str] | WarningLog | None = None,
@@ -103,43 +107,50 @@ def evaluate_rag(
     judge_options: Any = None,
     progress: Callable[[int, int], None] | None = None,
     per_sample: PerSample = None,
+    k: int | None = None,
 ) -> RagEvalReport:
-    """Score RAG samples with sample-level metrics; no LLM is called.
+    """Score RAG samples with sample-level metrics; only judge metrics, when passed, call an LLM.
 
     ``samples`` are :class:`~ragmeter.schema.RagSample` objects or plain mappings (Ragas or
     rag-eval field names), in any iterable, consumed once. ``metrics`` are registered names
     (see :data:`ragmeter.metrics.base.RAG_METRICS`: ``exact_match``, ``token_f1``,
     ``context_recall``, ``context_precision``, ``non_empty_rate``, ``faithfulness``,
     ``latency_ms``, ``total_tokens``, ``cost_usd``, the retrieval names ``ndcg``,
-    ``recall``, ``precision``, ``mrr``, ``map``, ``hit_rate`` -- reported as
-    ``"precision@5"`` with cut-off ``k`` -- and more) or :class:`RagMetric` objects.
+    ``recall``, ``precision``, ``mrr``, ``map``, ``hit_rate`` -- reported at each cut-off
+    of ``k_values``, as ``"precision@5"`` -- and more) or :class:`RagMetric` objects; none
+    of these calls a model. ``k_values`` is one cut-off (``5``) or several (``(5, 10)``
+    reports ``"precision@5"`` and ``"precision@10"``), as :func:`evaluate_run`'s; ``k`` is
+    its deprecated name (one cut-off: a ``DeprecationWarning``, the same report).
     ``None`` tries :data:`DEFAULT_METRICS`, plus the character-level :data:`SPAN_METRICS`
     when samples carry ``gold_spans`` and ``retrieved_spans``. LLM-judged metrics
     (:class:`ragmeter.judge.Faithfulness`, ``AnswerRelevancy``, ``Correctness``) may be
-    mixed in; they are run by :mod:`ragmeter.evaluation.judged` with ``judge_cache`` (a
-    path, a :class:`~ragmeter.judge.JudgeCache`, ``"default"`` = the user cache dir, or
-    ``None`` for no cache), ``judge_options`` (:class:`~ragmeter.judge.JudgeOptions`:
-    concurrency, rate limit, timeout, retries, budget) and ``progress(done, total)``; they
-    need every sample twice, so the samples and their scores are held in memory then.
-    ``prices`` (``{"input": ..., "output": ...}``,
-    USD per million tokens) prices ``cost_usd``. ``skipped_lines`` and ``warnings`` are
-    carried into the report (a :func:`ragmeter.io.jsonl.read_jsonl` reader's skipped lines
-    are counted automatically).
+    mixed in: they, and only they, call an LLM (the judge you give them), run by
+    :mod:`ragmeter.evaluation.judged` with ``judge_cache`` (a path, a
+    :class:`~ragmeter.judge.JudgeCache`, ``"default"`` = the user cache dir, or ``None`` for
+    no cache), ``judge_options`` (:class:`~ragmeter.judge.JudgeOptions`: concurrency, rate
+    limit, timeout, retries, budget) and ``progress(done, total)``; they need every sample
+    twice, so the samples and their scores are held in memory then. ``prices``
+    (``{"input": ..., "output": ...}``, USD per million tokens) prices ``cost_usd``.
+    ``skipped_lines`` and ``warnings`` are carried into the report (a
+    :func:`ragmeter.io.jsonl.read_jsonl` reader's skipped lines are counted automatically).
 
     The report's ``metrics`` hold each metric's mean over the samples it applied to
     (correctly rounded, and the same whatever the order of the samples), ``coverage`` how
-    many that was, and ``distributions`` a mergeable aggregate per metric. ``per_sample``
-    chooses what happens to every sample's scores (``None`` = skipped) and ``details``
-    (faithfulness' supported and unsupported claims, ``details[sample_id]["faithfulness"]``):
-    kept in ``report.per_sample`` and ``report.details`` (``True``; the default for a list
-    or tuple), not kept (``False``; the default for an iterator: constant memory), or
-    written to a ``.jsonl``/``.jsonl.gz``/``.parquet`` file as they are computed (a path).
+    many that was, and ``distributions`` a mergeable aggregate per metric; with a retrieval
+    metric, ``extra["k"]`` is the cut-off (the list of them when there are several).
+    ``per_sample`` chooses what happens to every sample's scores (``None`` = skipped) and
+    ``details`` (faithfulness' supported and unsupported claims,
+    ``details[sample_id]["faithfulness"]``): kept in ``report.per_sample`` and
+    ``report.details`` (``True``; the default for a list or tuple), not kept (``False``;
+    the default for an iterator: constant memory), or written to a
+    ``.jsonl``/``.jsonl.gz``/``.parquet`` file as they are computed (a path).
     See the module docstring for the rules.
 
     Raises :class:`~ragmeter.errors.UnknownMetricError` for an unregistered name,
     :class:`~ragmeter.errors.InvalidInputError` for no samples, an invalid sample (naming
-    its index and field), ``k < 1``, a ``per_sample`` that is none of the above, or an
-    explicitly requested metric that no sample can satisfy (naming the missing field).
+    its index and field), ``k_values`` that are not ints >= 1 (or ``k < 1``), both
+    ``k_values`` and ``k``, a ``per_sample`` that is none of the above, or an explicitly
+    requested metric that no sample can satisfy (naming the missing field).
 
     >>> samples = [
     ...     {'user_input': 'capital of France?', 'response': 'Paris',
@@ -162,8 +173,11 @@ def evaluate_rag(
     Traceback (most recent call last):
     ...
     ragmeter.errors.InvalidInputError: precision@5 needs retrieved_ids ... has them
+    >>> ranked = [{'retrieved_ids': ['d1', 'd2', 'd3'], 'reference_ids': ['d3']}]
+    >>> evaluate_rag(ranked, metrics=['precision', 'recall'], k_values=(1, 3)).metrics
+    {'precision@1': 0.0, 'precision@3': 0.3333333333333333, 'recall@1': 0.0, 'recall@3': 1.0}
     """
-    check_k(k)
+    ks = _cut_offs(k_values, k, caller="evaluate_rag", stacklevel=2)
     keep, path = _per_sample_mode(per_sample, samples)
     judges, metrics = _split_judges(metrics)
     if judges:
@@ -177,7 +191,7 @@ def evaluate_rag(
             judge_cache=judge_cache,
             judge_options=judge_options,
             progress=progress,
-            k=k,
+            k_values=ks,
             prices=prices,
             skipped_lines=skipped_lines,
             warnings=warnings,
@@ -188,11 +202,11 @@ def evaluate_rag(
         return report
     if skipped_lines is None or isinstance(skipped_lines, bool) or skipped_lines < 0:
         raise InvalidInputError(f"skipped_lines must be an int >= 0, got {skipped_lines!r}")
-    resolved, explicit = _resolve(metrics, k, prices)
+    resolved, explicit = _resolve(metrics, ks, prices)
     log = [str(w) for w in warnings] if warnings is not None else []
     writer = open_score_writer(path, [_key(m) for m in resolved]) if path is not None else None
     try:
-        report = _evaluate(samples, resolved, explicit, k, keep, writer, log, skipped_lines)
+        report = _evaluate(samples, resolved, explicit, ks, keep, writer, log, skipped_lines)
     except BaseException:
         if writer is not None:
             writer.abort()
@@ -208,7 +222,7 @@ def _evaluate(
     samples: Iterable[SampleLike],
     resolved: list[RagMetric],
     explicit: bool,
-    k: int,
+    ks: tuple[int, ...],
     keep: bool,
     writer: ScoreWriter | None,
     log: list[str],
@@ -218,12 +232,12 @@ def _evaluate(
     stream_keys = StreamKeys()
     rows: dict[str, dict[str, float | None]] = {}
     details: dict[str, dict[str, Any]] = {}
-    partial = _score(samples, resolved, k, keep, writer, keys, stream_keys, rows, details, None)
+    partial = _score(samples, resolved, ks[0], keep, writer, keys, stream_keys, rows, details, None)
     return _report(
         partial,
         resolved,
         explicit,
-        k,
+        ks,
         log,
         skipped_lines,
         getattr(samples, "skipped", None),

@@ -239,6 +239,27 @@ async def arun_judges(
         for name, why in reasons.items():
             run.scores.setdefault(sid, {})[name] = None
             run.reasons.setdefault(sid, {})[name] = why
+    pending, twins = _look_up(jobs, cache, run)
+    calls = _Calls(run, opts, cache, budget, twins, progress, len(jobs))
+    tasks = [asyncio.ensure_future(calls.one(job)) for job in pending]
+    try:
+        if tasks:
+            await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+    _collect(jobs, run)
+    return run
+
+
+def _look_up(
+    jobs: Sequence[_Job], cache: JudgeCache | None, run: JudgeRun
+) -> tuple[list[_Job], dict[str, list[_Job]]]:
+    """Serve the jobs the cache holds; the rest: one job to send per cache key, and the
+    identical jobs (key -> jobs) that will reuse its verdict."""
     pending: list[_Job] = []
     twins: dict[str, list[_Job]] = {}  # key -> jobs that reuse the first job's verdict
     for job in jobs:
@@ -251,15 +272,38 @@ async def arun_judges(
         else:
             twins[job.key] = []
             pending.append(job)
+    return pending, twins
 
-    sem = asyncio.Semaphore(opts.concurrency)
-    limiter = _Limiter(opts.requests_per_minute)
-    done = run.cache_hits  # twins count as done when the job they wait for is
-    total = len(jobs)
-    if progress:
-        progress(done, total)
 
-    def over_budget() -> bool:
+class _Calls:
+    """Sends the judge calls of one run: bounded, rate-limited, retried, budgeted."""
+
+    def __init__(
+        self,
+        run: JudgeRun,
+        opts: JudgeOptions,
+        cache: JudgeCache | None,
+        budget: JudgeBudget | None,
+        twins: dict[str, list[_Job]],
+        progress: Callable[[int, int], None] | None,
+        total: int,
+    ) -> None:
+        self.run = run
+        self.opts = opts
+        self.cache = cache
+        self.budget = budget
+        self.twins = twins
+        self.progress = progress
+        self.sem = asyncio.Semaphore(opts.concurrency)
+        self.limiter = _Limiter(opts.requests_per_minute)
+        self.done = run.cache_hits  # twins count as done when the job they wait for is
+        self.total = total
+        if progress:
+            progress(self.done, total)
+
+    def over_budget(self) -> bool:
+        """Whether the run's own call or token budget is spent (``stop_reason`` says so)."""
+        run, opts = self.run, self.opts
         if opts.max_calls is not None and run.calls >= opts.max_calls:
             run.stop_reason = f"call budget of {opts.max_calls} reached"
             return True
@@ -269,79 +313,78 @@ async def arun_judges(
             return True
         return False
 
-    async def one(job: _Job) -> None:
-        nonlocal done
-        async with sem:
-            for attempt in range(opts.retries + 1):
-                # Wait for the rate limiter *before* checking the budget: no await may come
-                # between the check and the count, or waiting tasks would overshoot it.
-                await limiter.wait()
-                if attempt == 0 and cache is not None:
-                    # Another process may have committed this verdict since the lookup
-                    # above (two runs over the same data): use it rather than pay twice.
-                    hit = cache.get(job.key)
-                    if hit is not None:
-                        job.reply = hit
-                        run.cache_hits += 1
-                        break
-                if budget is not None:
-                    refused = await asyncio.to_thread(budget.spend_call)
-                    if refused is not None:
-                        run.stop_reason = refused
-                        run.incomplete = True
-                        job.error = "budget exhausted"
-                        break
-                if over_budget():
-                    run.incomplete = True
-                    job.error = "budget exhausted"
+    async def one(self, job: _Job) -> None:
+        """Get ``job``'s verdict (or its failure), share it with its twins, count progress."""
+        async with self.sem:
+            for attempt in range(self.opts.retries + 1):
+                if await self.attempt(job, attempt):
                     break
-                run.calls += 1
-                try:
-                    coro = job.metric.judge.complete(job.messages)
-                    reply = await (asyncio.wait_for(coro, opts.timeout) if opts.timeout else coro)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if is_transient(exc) and attempt < opts.retries:
-                        await asyncio.sleep(min(opts.max_backoff, opts.backoff * 2**attempt))
-                        continue
-                    kind = (
-                        "timed out"
-                        if isinstance(exc, (asyncio.TimeoutError, TimeoutError))
-                        else f"raised {exc!r}"
-                    )
-                    job.error = f"judge {kind} after {attempt + 1} attempt(s)"
-                    break
-                job.reply = reply
-                run.input_tokens += reply.input_tokens or 0
-                run.output_tokens += reply.output_tokens or 0
-                if budget is not None:
-                    used = (reply.input_tokens or 0) + (reply.output_tokens or 0)
-                    await asyncio.to_thread(budget.spend_tokens, used)
-                if cache is not None and not cache.put(job.key, reply):
-                    run.cache_writes_skipped += 1
-                    run.cache_write_problem = cache.write_problem
-                break
-        for twin in twins[job.key]:
+        for twin in self.twins[job.key]:
             twin.reply, twin.error = job.reply, job.error
             if twin.reply is not None:
-                run.deduplicated += 1
-        done += 1 + len(twins[job.key])
-        if progress:
-            progress(done, total)
+                self.run.deduplicated += 1
+        self.done += 1 + len(self.twins[job.key])
+        if self.progress:
+            self.progress(self.done, self.total)
 
-    tasks = [asyncio.ensure_future(one(job)) for job in pending]
-    try:
-        if tasks:
-            await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    async def attempt(self, job: _Job, attempt: int) -> bool:
+        """One try at ``job``'s verdict; ``False`` when a transient error asks for another."""
+        run, opts, cache = self.run, self.opts, self.cache
+        # Wait for the rate limiter *before* checking the budget: no await may come
+        # between the check and the count, or waiting tasks would overshoot it.
+        await self.limiter.wait()
+        if attempt == 0 and cache is not None:
+            # Another process may have committed this verdict since the lookup
+            # above (two runs over the same data): use it rather than pay twice.
+            hit = cache.get(job.key)
+            if hit is not None:
+                job.reply = hit
+                run.cache_hits += 1
+                return True
+        if self.budget is not None:
+            refused = await asyncio.to_thread(self.budget.spend_call)
+            if refused is not None:
+                run.stop_reason = refused
+                run.incomplete = True
+                job.error = "budget exhausted"
+                return True
+        if self.over_budget():
+            run.incomplete = True
+            job.error = "budget exhausted"
+            return True
+        run.calls += 1
+        try:
+            coro = job.metric.judge.complete(job.messages)
+            reply = await (asyncio.wait_for(coro, opts.timeout) if opts.timeout else coro)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if is_transient(exc) and attempt < opts.retries:
+                await asyncio.sleep(min(opts.max_backoff, opts.backoff * 2**attempt))
+                return False
+            kind = (
+                "timed out"
+                if isinstance(exc, (asyncio.TimeoutError, TimeoutError))
+                else f"raised {exc!r}"
+            )
+            job.error = f"judge {kind} after {attempt + 1} attempt(s)"
+            return True
+        await self.keep(job, reply)
+        return True
 
-    _collect(jobs, run)
-    return run
+    async def keep(self, job: _Job, reply: JudgeReply) -> None:
+        """Record a reply: the job's verdict, its tokens (on the shared budget too), and
+        the cache (counting a verdict it did not store)."""
+        run, cache = self.run, self.cache
+        job.reply = reply
+        run.input_tokens += reply.input_tokens or 0
+        run.output_tokens += reply.output_tokens or 0
+        if self.budget is not None:
+            used = (reply.input_tokens or 0) + (reply.output_tokens or 0)
+            await asyncio.to_thread(self.budget.spend_tokens, used)
+        if cache is not None and not cache.put(job.key, reply):
+            run.cache_writes_skipped += 1
+            run.cache_write_problem = cache.write_problem
 
 
 def _collect(jobs: Sequence[_Job], run: JudgeRun) -> None:
