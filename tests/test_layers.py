@@ -59,10 +59,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ragmeter.report._html", "ragmeter.html"): "deprecated to_html (ragmeter.html writes pages)",
     ("ragmeter.stats._result", "ragmeter.html"): "deprecated CompareResult.to_html",
     ("ragmeter.stages", "ragmeter.html"): "deprecated StageReport.to_html",
-    ("ragmeter.stages", "ragmeter.capture"): (
-        "evaluate_stages scores through SampleStore.evaluate_retrieval (issue 19: move the "
-        "scoring of captured samples into evaluation/)"
-    ),
     ("ragmeter.metrics.sample_retrieval", "ragmeter.evaluation.sample_retrieval"): (
         "the deprecated old path of ragmeter.evaluation.sample_retrieval"
     ),

@@ -38,7 +38,7 @@ from ragmeter.errors import InvalidInputError, RagmeterError
 from ragmeter.schema import CONTEXT, RagSample, SampleLike, coerce_sample
 
 if TYPE_CHECKING:
-    from ragmeter.capture import SampleStore
+    from ragmeter.evaluation.captured import CapturedSamples
     from ragmeter.report import RetrievalEvalReport
     from ragmeter.stats import CompareResult, TestName
 
@@ -294,7 +294,7 @@ def stage_order(samples: Iterable[RagSample]) -> tuple[list[str], dict[str, dict
 
 
 def evaluate_stages(
-    source: SampleStore | Iterable[SampleLike],
+    source: CapturedSamples | Iterable[SampleLike],
     qrels: Mapping[str, Mapping[str, float]] | None = None,
     *,
     stages: Sequence[str] | None = None,
@@ -313,7 +313,8 @@ def evaluate_stages(
 ) -> StageReport:
     """Score every stage of the samples and what each step gained or lost (a :class:`StageReport`).
 
-    ``source`` is an adapter's store (``handler.store``) or samples (``RagSample`` s or
+    ``source`` is an adapter's store (``handler.store``, or anything
+    :class:`~ragmeter.evaluation.captured.CapturedSamples`) or samples (``RagSample`` s or
     dicts, e.g. read from JSONL) that carry ``stages``. ``qrels`` default to the relevance
     the samples carry. Each stage is scored by ``evaluate_retrieval(qrels, stage=name)``
     (trec_eval's conventions; a sample without that stage scores 0 unless
@@ -330,14 +331,10 @@ def evaluate_stages(
     Raises :class:`~ragmeter.errors.InvalidInputError` when no sample carries stages, or a
     name in ``stages`` is not among them.
     """
-    from ragmeter.capture import SampleStore, missing_rule
+    from ragmeter.evaluation.capture_rules import missing_rule
+    from ragmeter.evaluation.captured import evaluate_captured
 
-    if isinstance(source, SampleStore):
-        store = source
-    else:
-        store = SampleStore()
-        store.extend(coerce_sample(s, index=i) for i, s in enumerate(source))
-    samples = list(store.samples)
+    samples, kept = _captured(source)
     order, info = stage_order(samples)
     if not order:
         raise InvalidInputError(
@@ -358,7 +355,8 @@ def evaluate_stages(
     rows: list[StageRow] = []
     missing_queries = missing_rule(only_captured, missing_queries, stacklevel=2)
     for name in order:
-        report = store.evaluate_retrieval(
+        report = evaluate_captured(
+            samples,
             qrels,
             stage=name,
             k_values=ks,
@@ -366,6 +364,7 @@ def evaluate_stages(
             relevance_level=relevance_level,
             missing_queries=missing_queries,
             failed_queries=failed_queries,
+            **kept,
         )
         warnings.update(dict.fromkeys(report.warnings))
         same = info[name]["same_as"]
@@ -381,21 +380,43 @@ def evaluate_stages(
         )
     key = metric if metric is not None else _default_key(rows)
     zero = (missing_queries or "zero") == "zero"
+    options = {"test": test, "n": n, "seed": seed, "confidence": confidence, "alpha": alpha}
+    _compare_steps(rows, key, zero, **options)
+    return StageReport(rows, key, test, confidence, alpha, list(warnings))
+
+
+def _captured(
+    source: CapturedSamples | Iterable[SampleLike],
+) -> tuple[list[RagSample], dict[str, Any]]:
+    """The samples to score and, for a store, how it kept them (``evaluate_captured``'s
+    ``hints``, ``dropped`` and ``max_samples``)."""
+    from ragmeter.evaluation.captured import CapturedSamples
+
+    if isinstance(source, CapturedSamples):
+        kept = {
+            "hints": source.hints,
+            "dropped": source.dropped,
+            "max_samples": source.max_samples,
+        }
+        return list(source.samples), kept
+    return [coerce_sample(s, index=i) for i, s in enumerate(source)], {}
+
+
+def _compare_steps(rows: Sequence[StageRow], key: str, zero: bool, **options: Any) -> None:
+    """Compare each step with the stage it consumed on ``key`` (sets ``against``,
+    ``comparison`` and ``note`` of each row that has something to be compared with)."""
     by_name = {row.stage: row for row in rows}
     for i, row in enumerate(rows):
         if row.same_as is not None and row.same_as in by_name:
             continue
         candidates = [by_name[s] for s in row.inputs if s in by_name]
         if not candidates and row.kind != "retriever":  # a step whose inputs are not known
-            candidates = rows[:i]
+            candidates = list(rows[:i])
         if not candidates:  # a retriever: where rankings start, nothing to gain against
             continue
         base = max(candidates, key=lambda r: r.report.metrics.get(key, float("-inf")))
         row.against = base.stage
-        row.comparison, row.note = _compare(
-            base, row, key, zero, test=test, n=n, seed=seed, confidence=confidence, alpha=alpha
-        )
-    return StageReport(rows, key, test, confidence, alpha, list(warnings))
+        row.comparison, row.note = _compare(base, row, key, zero, **options)
 
 
 def _default_key(rows: Sequence[StageRow]) -> str:

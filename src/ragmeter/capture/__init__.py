@@ -3,9 +3,11 @@
 Adapters only translate framework events into a :class:`RunRecord` (what a run asked,
 retrieved and answered, held as references); storing, building the
 :class:`~ragmeter.schema.RagSample` when it is first read, joining to qrels, draining,
-writing JSONL, running a dataset and scoring happen here, identically for LangChain,
-Haystack and LlamaIndex. A user who switches framework keeps ``.samples``, ``.drain()``,
-``.to_run()``, ``.clear()``, ``.to_jsonl()``, ``.evaluate()``, ``.evaluate_retrieval()``,
+writing JSONL and running a dataset happen here, and scoring goes through
+:func:`ragmeter.evaluation.captured.evaluate_captured` (its rules are in
+:mod:`ragmeter.evaluation.capture_rules`), identically for LangChain, Haystack and
+LlamaIndex. A user who switches framework keeps ``.samples``, ``.drain()``, ``.to_run()``,
+``.clear()``, ``.to_jsonl()``, ``.evaluate()``, ``.evaluate_retrieval()``,
 ``.capture(...)`` and ``.run_dataset(...)`` (:class:`StoreFront`).
 
 **Stages.** Every captured sample keeps each step of the run that produced a ranking as a
@@ -72,10 +74,12 @@ Rules every adapter follows when captured samples are scored (no silent wrong nu
   on every report scored from it.
 
 The package's modules, each importable on its own: ``_ids`` (ids, metadata keys, assembling
-a sample), ``_rules`` (options, warnings that name each framework's fix), ``_scope``
-(scoped ids), ``_stages`` (the steps that produced rankings, and the context), ``_record``
-(the compact run record), ``_store`` (the store, its views and drain), ``_front`` (the
-surface every adapter shares), ``_dataset`` (running a dataset).
+a sample), ``_rules`` (the options every adapter shares; the scoring rules and the
+:class:`Hints` that name each framework's fix come from
+:mod:`ragmeter.evaluation.capture_rules`), ``_scope`` (scoped ids), ``_stages`` (the steps
+that produced rankings, and the context), ``_record`` (the compact run record), ``_store``
+(the store, its views and drain), ``_front`` (the surface every adapter shares),
+``_dataset`` (running a dataset).
 """
 
 from __future__ import annotations

@@ -26,12 +26,10 @@ from ragmeter.capture._stages import (
     select_calls,
     stage_list,
 )
+from ragmeter.evaluation.capture_rules import NO_CONTEXT
 from ragmeter.schema import CONTEXT, RagSample
 
 __all__ = ["NO_CONTEXT", "CaptureConfig", "RunRecord"]
-
-NO_CONTEXT = "context: "
-"""How the capture note that no stage could be identified as the context begins."""
 
 
 @dataclass(frozen=True)
