@@ -380,7 +380,7 @@ def _judged_report(
                 judge_cache=cache,
                 judge_options=options,
                 progress=progress,
-                k=k,
+                k_values=k,
                 prices=prices,
             )
     finally:
@@ -406,7 +406,7 @@ def _plain_report(
     keep: Any = per_sample_out if per_sample_out is not None else keep_per_sample
     try:
         return evaluate_rag(
-            source.samples, metrics=names or None, k=k, prices=prices, per_sample=keep
+            source.samples, metrics=names or None, k_values=k, prices=prices, per_sample=keep
         )
     except NoSamplesError:
         skipped = source.reader.skipped

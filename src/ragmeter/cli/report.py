@@ -174,7 +174,7 @@ def _rag_page(
     samples = list(reader)
     if not samples:
         raise NoSamplesError(f"{data}: no samples to report: the file holds no JSON object")
-    rag = evaluate_rag(samples, metrics=_split_list(metrics) or None, k=cut_off)
+    rag = evaluate_rag(samples, metrics=_split_list(metrics) or None, k_values=cut_off)
     rag.skipped_lines = len(reader.skipped)
     staged, stage_notes = _stage_report(samples)
     written = write_rag_report(

@@ -190,7 +190,7 @@ def _samples_report(path: Path, metric: str | None) -> RagEvalReport:
         raise InvalidInputError(f"--metric must look like 'token_f1' or 'ndcg@5', got {metric!r}")
     if m.group("k"):
         k = int(m.group("k"))
-        return evaluate_rag(samples, metrics=[m.group("name")], k=k, per_sample=True)
+        return evaluate_rag(samples, metrics=[m.group("name")], k_values=k, per_sample=True)
     return evaluate_rag(samples, metrics=[metric], per_sample=True)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ragmeter.aggregate import Distribution, IdRoots
 from ragmeter.errors import InvalidInputError, NoSamplesError
+from ragmeter.evaluation._notes import note_unjudged_docs
 from ragmeter.evaluation._rag_partial import RagPartial
 from ragmeter.evaluation._rag_rules import (
     DEFAULT_K,
@@ -20,7 +21,6 @@ from ragmeter.evaluation._rag_rules import (
     _SampleRetrieval,
 )
 from ragmeter.evaluation._rag_score import _score
-from ragmeter.evaluation.retrieval import _note_unjudged_docs
 from ragmeter.io.scores import ScoreWriter
 from ragmeter.metrics.base import RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
@@ -273,7 +273,7 @@ def _doc_ids_note(partial: RagPartial, resolved: list[RagMetric], dropped: set[s
     ):
         return []
     ids_log = WarningLog()
-    _note_unjudged_docs(
+    note_unjudged_docs(
         ids_log,
         partial.retrieved,
         [d for ranking in partial.examples for d in ranking],

@@ -29,7 +29,7 @@ from ragmeter.evaluation._rag_rules import (
     _SampleRetrieval,
     _scorer,
 )
-from ragmeter.evaluation.retrieval import score_ranking
+from ragmeter.evaluation.scoring import score_ranking
 from ragmeter.io.scores import ScoreWriter
 from ragmeter.metrics.base import RagMetric
 from ragmeter.schema import RagSample, SampleKeys, SampleLike, coerce_sample

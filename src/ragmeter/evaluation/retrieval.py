@@ -16,13 +16,12 @@ trec_eval's conventions (see :mod:`ragmeter.evaluation.run`).
 from __future__ import annotations
 
 from ragmeter._types import DEFAULT_K_VALUES, MISSING_QUERIES, MissingQueries
-from ragmeter.evaluation._notes import note_unjudged_docs as _note_unjudged_docs
 from ragmeter.evaluation.retriever import dedupe_best_rank, evaluate_retrieval
 from ragmeter.evaluation.run import evaluate_run, per_query
 from ragmeter.evaluation.run_file import evaluate_run_file
 from ragmeter.evaluation.scoring import score_ranking
 
-__all__ = [  # noqa: RUF022 (the two private names go once nothing imports them)
+__all__ = [
     "DEFAULT_K_VALUES",
     "MISSING_QUERIES",
     "MissingQueries",
@@ -32,5 +31,4 @@ __all__ = [  # noqa: RUF022 (the two private names go once nothing imports them)
     "evaluate_run_file",
     "per_query",
     "score_ranking",
-    "_note_unjudged_docs",
 ]

@@ -117,7 +117,7 @@ def _evaluate_work(model: type[EvaluateRequest], body: bytes, stop: _Stop) -> Re
         report = evaluate_rag(
             stop.each(payload.samples),
             metrics=metrics,
-            k=payload.k,
+            k_values=payload.k,
             prices=prices,
             per_sample=True,  # the response carries every sample's scores
         )
