@@ -247,6 +247,8 @@ def score_pairs(
     ranked_at: list[int] = []
     count = 0
     examples = _EXAMPLES
+    judged_doc = False  # part.judged_doc, read once per query
+    plain = rows is not None and not custom  # the usual case: rows kept, built-in metrics
     for raw_qid, raw in pairs:
         qid = raw_qid if raw_qid.__class__ is str else id_text(raw_qid, "run")
         if len(run_ids) < examples and qid not in run_ids:
@@ -257,7 +259,6 @@ def score_pairs(
         ranked_at.append(index)
         judgements = qrels[qid]
         ranked = raw if raw.__class__ is list else as_ranking(qid, raw)
-        original = ranked
         try:  # the fast path inline; _score_one handles every exception (ids, grades)
             values = score_query(ranked, judgements, ks, codes, level)
         except Exception:
@@ -265,18 +266,21 @@ def score_pairs(
         if values is None:
             continue
         count += 1
-        if not part.judged_doc and original:
-            _look_for_judged_docs(part, qrels[qid], original, index)
-        if rows is None and not custom:
+        if not judged_doc and raw:
+            _look_for_judged_docs(part, qrels[qid], raw, index)
+            judged_doc = part.judged_doc
+        if plain:
+            rows.append((index, qid, dict(zip(keys, values, strict=True))))  # type: ignore[union-attr]
+        elif rows is None and not custom:
             sink.add(qid, values, None)
-            continue
-        row = dict(zip(keys, values, strict=True))
-        if custom:
-            _custom(plan, part.failed, qid, index, judgements, ranked, row)
-        if rows is not None:
-            rows.append((index, qid, row))
         else:
-            sink.add(qid, values, row)
+            row = dict(zip(keys, values, strict=True))
+            if custom:
+                _custom(plan, part.failed, qid, index, judgements, ranked, row)
+            if rows is not None:
+                rows.append((index, qid, row))
+            else:
+                sink.add(qid, values, row)
     sink.flush()
     part.count = count
     ranked_at.sort()
