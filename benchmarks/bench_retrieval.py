@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from ragmeter.evaluation import retrieval
+from ragmeter.evaluation import _query, scoring
 from ragmeter.evaluation.retrieval import evaluate_run
 from ragmeter.metrics import _kernel
 
@@ -114,12 +114,15 @@ def with_kernel(
     """``fn`` with ``evaluate_run`` using ``kernel`` (restored afterwards)."""
 
     def run(qrels: Qrels, run: ListRun, scored: ScoredRun) -> Means:
-        saved = getattr(retrieval, "score_query")  # noqa: B009 (not re-exported)
-        setattr(retrieval, "score_query", kernel)  # noqa: B010
+        modules = (scoring, _query)  # the scoring loop and its per-query fallback
+        saved = [getattr(m, "score_query") for m in modules]  # noqa: B009 (not re-exported)
+        for module in modules:
+            setattr(module, "score_query", kernel)  # noqa: B010
         try:
             return fn(qrels, run, scored)
         finally:
-            setattr(retrieval, "score_query", saved)  # noqa: B010
+            for module, old in zip(modules, saved, strict=True):
+                setattr(module, "score_query", old)  # noqa: B010
 
     return run
 

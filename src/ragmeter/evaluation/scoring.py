@@ -109,7 +109,7 @@ def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True
     keys = result_keys([n for n, _ in builtin], codes, options.ks)
     return RunPlan(
         qrels=qrels,
-        index={qid: i for i, qid in enumerate(qrels)},
+        index=dict(zip(qrels, range(len(qrels)), strict=True)),
         options=options,
         codes=codes,
         keys=keys,
@@ -248,11 +248,13 @@ def score_pairs(
     count = 0
     examples = _EXAMPLES
     judged_doc = False  # part.judged_doc, read once per query
+    need_ids = True  # until run_ids holds _EXAMPLES ids
     plain = rows is not None and not custom  # the usual case: rows kept, built-in metrics
     for raw_qid, raw in pairs:
         qid = raw_qid if raw_qid.__class__ is str else id_text(raw_qid, "run")
-        if len(run_ids) < examples and qid not in run_ids:
+        if need_ids and qid not in run_ids:
             run_ids.append(qid)
+            need_ids = len(run_ids) < examples
         index = index_of.get(qid)
         if index is None:
             continue  # a ranking for an unjudged query is ignored
@@ -284,7 +286,8 @@ def score_pairs(
     sink.flush()
     part.count = count
     ranked_at.sort()
-    part.duplicate = next((a for a, b in itertools.pairwise(ranked_at) if a == b), None)
+    if len(set(ranked_at)) != len(ranked_at):  # a query ranked twice (at C speed)
+        part.duplicate = next(a for a, b in itertools.pairwise(ranked_at) if a == b)
     part.ranked = ranked_at
     return part
 
