@@ -39,6 +39,7 @@ LAYERS: dict[str, frozenset[str]] = {
             "ragas_bridge",
             "server",
             "testing",
+            "traces",
         }
     ),
 }

@@ -27,6 +27,7 @@ __all__ = [
     "CallRecord",
     "StageRecord",
     "call_record",
+    "frontier",
     "infer_context",
     "ranking",
     "select_calls",
@@ -265,6 +266,25 @@ def _concurrent(a: CallLike, b: CallLike) -> bool:
     a_end = a.end if a.end is not None else math.inf
     b_end = b.end if b.end is not None else math.inf
     return a.start < b_end and b.start < a_end
+
+
+def frontier(
+    stages: Sequence[StageRecord], enclosing: StageRecord | None
+) -> tuple[StageRecord, ...]:
+    """What a marked step consumed when the framework does not say: the stages at its level
+    (inside ``enclosing``) that finished before it started and that no other stage consumed
+    (after two retrievers, both; after a fusion, the fusion). LangChain's ``stage()`` marks
+    and steps read from traces use it.
+
+    >>> a, b = StageRecord("bm25", "q", 0), StageRecord("dense", "q", 0)
+    >>> a.done(["d1"], ["x"]); b.done(["d2"], ["y"])
+    >>> [s.name for s in frontier([a, b], None)]
+    ['bm25', 'dense']
+    """
+    consumed = {id(i) for s in stages for i in s.inputs or () if not isinstance(i, str)}
+    return tuple(
+        s for s in stages if s.parent is enclosing and s.end is not None and id(s) not in consumed
+    )
 
 
 def stage_names(stages: Sequence[StageRecord]) -> tuple[list[str], list[str]]:

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
-from ragmeter.capture import CaptureConfig, Retrieval, SampleStore, StageRecord, describe
+from ragmeter.capture import (
+    CaptureConfig,
+    Retrieval,
+    SampleStore,
+    StageRecord,
+    describe,
+    frontier,
+)
 from ragmeter_langchain._convert import (
     DocIdRule,
     TextFn,
@@ -62,17 +69,6 @@ def _branch(fork: tuple[tuple[int, str], ...], index: int, arm: str) -> tuple[tu
     if len(_BRANCHES) > 4096:
         _BRANCHES.clear()
     return _BRANCHES.setdefault(new, new)
-
-
-def _frontier(root: LangChainRun, enclosing: StageRecord | None) -> tuple[StageRecord, ...]:
-    """What a marked step consumed: the stages at its level that finished before it started
-    and that no other stage consumed (after two retrievers, both; after a fusion, the
-    fusion)."""
-    stages = root.stages
-    consumed = {id(i) for s in stages for i in s.inputs or () if not isinstance(i, str)}
-    return tuple(
-        s for s in stages if s.parent is enclosing and s.end is not None and id(s) not in consumed
-    )
 
 
 def _is_documents(value: Any) -> bool:
@@ -191,7 +187,7 @@ class Runs:
                         kind=kind,
                         parent=enclosing,
                         branch=fork,
-                        inputs=None if retriever else _frontier(root, enclosing),
+                        inputs=None if retriever else frontier(root.stages, enclosing),
                     )
                     if enclosing is not None:
                         enclosing.nest()  # a retriever made of others reranks or fuses

@@ -1,0 +1,24 @@
+"""Evaluate the traces you already collect: OpenTelemetry / OpenInference spans as samples.
+
+Teams that run RAG in production trace it with the OpenInference instrumentors
+(``openinference-instrumentation-langchain``, ``-llama-index``, ``-haystack``) and export to
+files, Arize Phoenix or Langfuse. :func:`read` turns those traces into
+:class:`~ragmeter.schema.RagSample` objects with the native adapters' rules (one sample per
+top-level CHAIN/AGENT span; stages from RETRIEVER and RERANKER spans; ``context`` = what
+reached the LLM), so trec_eval-exact retrieval metrics and the offline answer metrics run
+on production traffic::
+
+    traces = ragmeter.traces.read("traces.jsonl", join_key="metadata.query_id")
+    report = traces.evaluate_retrieval(qrels)          # trec_eval's numbers
+    rag = traces.evaluate()                            # evaluate_rag's metrics
+
+Readers live in :mod:`ragmeter.io.otel` (OTLP/JSON files, Phoenix exports, SDK spans); the
+conversion rules in :mod:`ragmeter.traces._convert`. No framework is imported.
+"""
+
+from __future__ import annotations
+
+from ragmeter.traces._convert import normalise
+from ragmeter.traces._read import TraceSamples, iter_samples, read, spans_of
+
+__all__ = ["TraceSamples", "iter_samples", "normalise", "read", "spans_of"]

@@ -1,0 +1,571 @@
+"""A trace's span tree as samples: one :class:`TraceRun` per top-level CHAIN/AGENT span.
+
+The rules, the same as the native adapters' wherever a trace says as much as the framework:
+
+* **Which spans are runs**: the outermost spans of ``root_kinds`` (``CHAIN`` and ``AGENT``
+  by default) in the trace; an uninstrumented parent (an HTTP server span) is looked through.
+* **Question**: the run's ``input.value``; when it is JSON (the Haystack instrumentor writes
+  the run's keyword arguments there), the string under ``question_key`` (a dotted path) or,
+  without one, under the first of ``query``, ``question``, ``query_str``, ``input``,
+  ``user_input``, ``text`` found depth-first.
+* **Answer**: the run's ``output.value`` when it is text, else the last LLM span's output
+  message, else a string found in the JSON output (``replies``, ``answer``, ``response``...).
+* **Stages**: every ``RETRIEVER`` span (``retrieval.documents``) and ``RERANKER`` span
+  (``reranker.output_documents``) inside the run is a stage named after its span, with its
+  depth (stages enclosing it), time and ranking; a reranker's input documents name the
+  stage it consumed. The context (what reached the LLM) is chosen by the adapters' rule
+  (:func:`ragmeter.capture.infer_context`): the one outermost stage no other consumed, or
+  the last to finish unless another overlapped it in time; a run where none can be
+  identified says so and is counted.
+* **Doc ids**: ``document.id``; with ``doc_id="metadata.<key>"`` that metadata value,
+  ``"content"`` a hash of the text, or a function ``document dict -> id``; a document with
+  no id gets a content hash and the run a note (counted).
+* **Ids and ground truth**: ``join_key`` (a dotted path into the run span's attributes, e.g.
+  ``"metadata.query_id"`` or ``"session.id"``) gives the sample id, else the run's
+  ``ragmeter_*`` metadata as in the adapters, else ``queries`` (``{query_id: text}``)
+  matched by normalised question text, else the trace id. ``trace_id`` and ``span_id``
+  are kept in ``sample.metadata``; latency, token counts and the model come from the spans.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragmeter.capture import CaptureConfig, RunRecord, StageRecord, frontier
+from ragmeter.io.otel import TraceSpan
+
+__all__ = ["Conversion", "TraceRun", "runs_of_trace"]
+
+DocIdRule = str | Callable[[Mapping[str, Any]], Any] | None
+
+_QUESTION_KEYS = ("query", "question", "query_str", "input", "user_input", "text")
+_ANSWER_KEYS = ("replies", "answer", "response", "output", "content", "text", "result")
+_DOC = re.compile(
+    r"^(retrieval\.documents|reranker\.(input|output)_documents)\.(\d+)\.document\.(.+)$"
+)
+_OUT_MESSAGE = re.compile(r"^llm\.output_messages\.(\d+)\.message\.content$")
+_SPACES = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """The form questions are matched in: case-folded, whitespace collapsed, trimmed.
+
+    >>> normalise("  What is   BM25?\\n")
+    'what is bm25?'
+    """
+    return _SPACES.sub(" ", text).strip().casefold()
+
+
+@dataclass
+class Conversion:
+    """The options of a conversion and what it counted (``counts``, JSON-ready)."""
+
+    doc_id: DocIdRule = None
+    join_key: str | None = None
+    question_key: str | None = None
+    root_kinds: tuple[str, ...] = ("CHAIN", "AGENT")
+    queries: Mapping[str, str] | None = None
+    counts: dict[str, int] = field(
+        default_factory=lambda: {
+            "traces": 0,
+            "runs": 0,
+            "no_run": 0,
+            "no_retriever": 0,
+            "no_context": 0,
+            "hashed_doc_ids": 0,
+            "joined": 0,
+            "not_joined": 0,
+        }
+    )
+    _by_text: dict[str, str] | None = None
+
+    def query_for(self, question: str | None) -> str | None:
+        """The query id whose text is ``question`` (normalised), if ``queries`` were given."""
+        if self.queries is None or question is None:
+            return None
+        if self._by_text is None:
+            self._by_text = {normalise(text): qid for qid, text in self.queries.items()}
+        return self._by_text.get(normalise(question))
+
+
+class TraceRun(RunRecord):
+    """One run read from a trace: a :class:`~ragmeter.capture.RunRecord` whose times, stages
+    and ids come from spans (its sample id defaults to the trace id)."""
+
+    __slots__ = ("framework", "model", "span_id", "trace_id")
+
+    def __init__(
+        self, config: CaptureConfig, span: TraceSpan, meta: Mapping[str, Any] | None
+    ) -> None:
+        super().__init__(config, meta=meta, scope=None)
+        self.trace_id = span.trace_id
+        self.span_id = span.span_id
+        self.model: str | None = None
+        self.framework = _framework(span.scope)
+        self.start = span.start / 1e9
+        self.end = span.end / 1e9 if span.end else None
+
+    def default_id(self) -> str | None:
+        return self.trace_id
+
+    def framework_metadata(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"trace_id": self.trace_id, "span_id": self.span_id}
+        if self.framework is not None:
+            out["framework"] = self.framework
+        if self.model is not None:
+            out["model"] = self.model
+        return out
+
+
+_FRAMEWORKS = {"langchain": "langchain", "llama_index": "llamaindex", "haystack": "haystack"}
+
+
+def _framework(scope: str) -> str | None:
+    """``"langchain"`` from ``openinference.instrumentation.langchain`` (the adapters' names)."""
+    if not scope.startswith("openinference.instrumentation."):
+        return None
+    name = scope.rsplit(".", 1)[-1]
+    return _FRAMEWORKS.get(name, name)
+
+
+def runs_of_trace(
+    spans: Sequence[TraceSpan], config: CaptureConfig, options: Conversion
+) -> list[TraceRun]:
+    """The runs of one trace (its spans, any order), counted in ``options.counts``."""
+    counts = options.counts
+    counts["traces"] += 1
+    by_id = {s.span_id: s for s in spans}
+    children: dict[str | None, list[TraceSpan]] = {}
+    for span in spans:
+        parent = span.parent_id if span.parent_id in by_id else None
+        children.setdefault(parent, []).append(span)
+    for group in children.values():
+        group.sort(key=lambda s: (s.start, s.end))
+    roots: list[TraceSpan] = []
+    pending = list(children.get(None, ()))
+    while pending:  # the outermost spans of a root kind, looking through other spans
+        span = pending.pop(0)
+        if span.kind in options.root_kinds:
+            roots.append(span)
+        else:
+            pending[:0] = children.get(span.span_id, ())
+    if not roots:
+        counts["no_run"] += 1
+        return []
+    runs = [_run(root, children, config, options) for root in roots]
+    counts["runs"] += len(runs)
+    return runs
+
+
+def _run(
+    root: TraceSpan,
+    children: Mapping[str | None, list[TraceSpan]],
+    config: CaptureConfig,
+    options: Conversion,
+) -> TraceRun:
+    attrs = root.attributes
+    meta = _json_object(attrs.get("metadata"))
+    run = TraceRun(config, root, meta)
+    run.user_input = _question(attrs, options.question_key)
+    sample_id = _join_id(attrs, options.join_key) if options.join_key else None
+    if sample_id is None and options.queries is not None and not (meta or {}).get("ragmeter_id"):
+        sample_id = options.query_for(run.user_input)
+    if options.join_key or options.queries is not None:
+        options.counts["joined" if sample_id is not None else "not_joined"] += 1
+    run.sample_id = sample_id
+    answer = attrs.get("output.value")
+    mime = attrs.get("output.mime_type")
+    llm_answer = _walk(root, children, run, options, [])
+    if isinstance(answer, str) and mime != "application/json" and not _looks_json(answer):
+        run.response = answer
+    elif llm_answer is not None:
+        run.response = llm_answer
+    else:
+        run.response = _json_text(answer, _ANSWER_KEYS)
+    if not run.stages:
+        options.counts["no_retriever"] += 1
+    if root.error is not None:
+        run.error = root.error
+    return run
+
+
+def _walk(
+    span: TraceSpan,
+    children: Mapping[str | None, list[TraceSpan]],
+    run: TraceRun,
+    options: Conversion,
+    enclosing: list[StageRecord],
+) -> str | None:
+    """Add the stages and LLM calls under ``span``; the last LLM output text, if any."""
+    answer: str | None = None
+    for child in children.get(span.span_id, ()):
+        stage = _stage_of(child, span, run, options, enclosing)
+        if child.kind == "LLM":
+            text = _llm(child, run)
+            answer = text if text is not None else answer
+        if run.context is None and run.framework == "haystack":
+            _haystack_context(child, run, options)
+        inner = _walk(child, children, run, options, [*enclosing, stage] if stage else enclosing)
+        answer = inner if inner is not None else answer
+    return answer
+
+
+def _stage_of(
+    span: TraceSpan,
+    parent_span: TraceSpan,
+    run: TraceRun,
+    options: Conversion,
+    enclosing: list[StageRecord],
+) -> StageRecord | None:
+    """The stage ``span`` is, if it is one: a retriever or reranker span with documents, a
+    step marked with ``ragmeter_stage`` metadata (LangChain's ``stage()``), or a Haystack
+    component whose output is documents (a joiner)."""
+    attrs = span.attributes
+    documents: dict[str, list[dict[str, Any]]] = _documents(attrs)
+    if span.kind in ("RETRIEVER", "RERANKER"):
+        kind = "reranker" if span.kind == "RERANKER" else "retriever"
+        if not documents and span.error is None:
+            output = _output_documents(attrs)
+            if output is None and parent_span.kind == span.kind:
+                return None  # an inner call of the same retriever (LlamaIndex's _retrieve)
+            documents = {"output": output or []}
+        return _make_stage(
+            span, run, options, enclosing, documents, kind, _span_stage_name(span, run), False
+        )
+    if span.kind != "CHAIN":
+        return None
+    meta = _json_object(attrs.get("metadata")) or {}
+    marked_name = meta.get("ragmeter_stage")
+    if isinstance(marked_name, str) and marked_name:
+        output = _output_documents(attrs)
+        kind, name = str(meta.get("ragmeter_stage_kind") or "retriever"), marked_name
+    elif run.framework == "haystack":
+        output = _output_documents(attrs, key="documents")
+        kind, name = "fusion", _span_stage_name(span, run)
+    else:
+        return None
+    if output is None:
+        return None
+    return _make_stage(span, run, options, enclosing, {"output": output}, kind, name, True)
+
+
+def _make_stage(
+    span: TraceSpan,
+    run: TraceRun,
+    options: Conversion,
+    enclosing: list[StageRecord],
+    documents: Mapping[str, list[dict[str, Any]]],
+    kind: str,
+    name: str,
+    marked: bool,
+) -> StageRecord:
+    attrs = span.attributes
+    parent = enclosing[-1] if enclosing else None
+    query = attrs.get("reranker.query") if kind == "reranker" else None
+    if query is None:
+        query = _text_of(attrs.get("input.value"), options.question_key)
+    stage = StageRecord(name, query, len(enclosing), kind=kind, parent=parent)
+    stage.thread = 0  # a trace does not say; overlapping times say two stages were concurrent
+    stage.start = span.start / 1e9
+    if parent is not None and not marked:
+        parent.nest()
+    own = "reranker.output_documents" if span.kind == "RERANKER" else "retrieval.documents"
+    output = documents.get(own, documents.get("output"))
+    if output is None and kind == "reranker":
+        output = documents.get("retrieval.documents")
+    if output is None and span.error is not None:
+        stage.failed(span.error)
+    else:
+        _finish_stage(stage, span, run, options, output or [], documents, marked, parent)
+    stage.end = span.end / 1e9
+    run.add_stage(stage)
+    return stage
+
+
+def _finish_stage(
+    stage: StageRecord,
+    span: TraceSpan,
+    run: TraceRun,
+    options: Conversion,
+    output: list[dict[str, Any]],
+    documents: Mapping[str, list[dict[str, Any]]],
+    marked: bool,
+    parent: StageRecord | None,
+) -> None:
+    if output and all(d.get("id") in (None, "") for d in output):
+        fallback = _output_documents(span.attributes)  # LangChain: ids only in output.value
+        if fallback is not None and len(fallback) == len(output):
+            output = [{**d, "id": alt.get("id")} for d, alt in zip(output, fallback, strict=True)]
+    ids, texts, hashed = _ids_and_texts(output, options.doc_id)
+    if hashed:
+        options.counts["hashed_doc_ids"] += hashed
+        run.note(
+            f"doc_id: {hashed} documents of stage {stage.name!r} carry no id (document.id); "
+            "their ids are hashes of their text. Pass doc_id='metadata.<key>' to read the id "
+            "from their metadata"
+        )
+    stage.done(ids, texts)
+    consumed = documents.get("reranker.input_documents")
+    if consumed is not None:
+        source = _consumed(consumed, run.stages, options.doc_id)
+        if source is not None:
+            stage.inputs = (source,)
+    elif marked:
+        stage.inputs = frontier(run.stages, parent) or None
+
+
+_REPR_ID = re.compile(r"^Document\(id=([^,)]+)")
+_REPR_CONTENT = re.compile(r"content: '(.*?)'(?:, (?:meta|score|embedding)|\)$)", re.S)
+
+
+def _output_documents(
+    attrs: Mapping[str, Any], key: str | None = None
+) -> list[dict[str, Any]] | None:
+    """Documents in a span's JSON ``output.value``: a list of LangChain documents (``id``,
+    ``page_content``, ``metadata``), or under ``"documents"``; Haystack writes each as its
+    repr (``Document(id=d1, content: '...', ...)``)."""
+    value = attrs.get("output.value")
+    if not isinstance(value, str) or not _looks_json(value):
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    if isinstance(data, Mapping):
+        data = data.get(key or "documents")
+    elif key is not None:
+        return None
+    if not isinstance(data, list):
+        return None
+    return _as_documents(data)
+
+
+def _as_documents(items: Sequence[Any]) -> list[dict[str, Any]] | None:
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, Mapping) and ("page_content" in item or "content" in item):
+            text = item.get("page_content", item.get("content"))
+            out.append({"id": item.get("id"), "content": text, "metadata": item.get("metadata")})
+        elif isinstance(item, str) and item.startswith("Document("):
+            ident = _REPR_ID.match(item)
+            text = _REPR_CONTENT.search(item)
+            out.append(
+                {
+                    "id": ident.group(1) if ident else None,
+                    "content": text.group(1) if text else item,
+                }
+            )
+        else:
+            return None
+    return out
+
+
+def _haystack_context(span: TraceSpan, run: TraceRun, options: Conversion) -> None:
+    """What reached the generator in Haystack: the documents a prompt builder was given
+    (``kwargs.documents`` in its ``input.value``), as the native adapter takes them."""
+    if not span.name.endswith("PromptBuilder.run"):
+        return
+    data = _json_object(span.attributes.get("input.value"))
+    items = _dotted(data, "kwargs.documents") if data else None
+    documents = _as_documents(items) if isinstance(items, list) else None
+    if documents is None:
+        return
+    ids, texts, _ = _ids_and_texts(documents, options.doc_id)
+    for stage in reversed(run.stages):
+        if stage.finished and stage.ids == ids:
+            run.context = stage
+            return
+    context = StageRecord("context", run.user_input, 0, kind="context")
+    context.thread = 0
+    context.start = span.start / 1e9
+    context.done(ids, texts)
+    context.end = span.start / 1e9
+    run.context = context
+
+
+def _span_stage_name(span: TraceSpan, run: TraceRun) -> str:
+    """The stage name the native adapter would give, as far as the span says: LangChain's run
+    name as is; LlamaIndex's and Haystack's class, without the method
+    (``BM25Retriever.retrieve`` -> ``BM25Retriever``)."""
+    if run.framework in ("llamaindex", "haystack") and "." in span.name:
+        return span.name.split(".", 1)[0]
+    return span.name
+
+
+def _consumed(
+    documents: list[dict[str, Any]], stages: Iterable[StageRecord], rule: DocIdRule
+) -> StageRecord | None:
+    """The earlier stage whose ranking a reranker was given (its documents, in order)."""
+    ids = _ids_and_texts(documents, rule)[0]
+    for stage in reversed(list(stages)):
+        if stage.finished and stage.ids == ids:
+            return stage
+    return None
+
+
+def _llm(span: TraceSpan, run: TraceRun) -> str | None:
+    attrs = span.attributes
+    run.add_tokens(
+        _count(attrs.get("llm.token_count.prompt")), _count(attrs.get("llm.token_count.completion"))
+    )
+    model = attrs.get("llm.model_name")
+    if isinstance(model, str) and model:
+        run.model = model
+    last: tuple[int, str] | None = None
+    for key, value in attrs.items():
+        match = _OUT_MESSAGE.match(key)
+        if match and isinstance(value, str) and (last is None or int(match.group(1)) >= last[0]):
+            last = (int(match.group(1)), value)
+    if last is not None:
+        return last[1]
+    output = attrs.get("output.value")
+    return output if isinstance(output, str) and not _looks_json(output) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _documents(attrs: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in attrs.items():
+        if not key.endswith(
+            ("document.id", "document.content", "document.score", "document.metadata")
+        ):
+            continue
+        match = _DOC.match(key)
+        if match is None:
+            continue
+        found.setdefault(match.group(1), {}).setdefault(int(match.group(3)), {})[match.group(4)] = (
+            value
+        )
+    return {name: [docs[i] for i in sorted(docs)] for name, docs in found.items()}
+
+
+def _ids_and_texts(
+    documents: Sequence[Mapping[str, Any]], rule: DocIdRule
+) -> tuple[list[str | None], list[str], int]:
+    ids: list[str | None] = []
+    texts: list[str] = []
+    hashed = 0
+    for doc in documents:
+        text = doc.get("content")
+        text = text if isinstance(text, str) else ("" if text is None else str(text))
+        ident = _doc_id(doc, rule)
+        if ident is None and rule != "content":
+            hashed += 1
+        ids.append(ident)
+        texts.append(text)
+    return ids, texts, hashed
+
+
+def _doc_id(doc: Mapping[str, Any], rule: DocIdRule) -> str | None:
+    if rule is None or rule == "id":
+        value = doc.get("id")
+    elif rule == "content":
+        return None
+    elif callable(rule):
+        value = rule(doc)
+    else:
+        meta = _json_object(doc.get("metadata")) or {}
+        value = _dotted(meta, rule[len("metadata.") :])
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _question(attrs: Mapping[str, Any], key: str | None) -> str | None:
+    return _text_of(attrs.get("input.value"), key)
+
+
+def _text_of(value: Any, key: str | None) -> str | None:
+    if not isinstance(value, str):
+        return None if value is None else str(value)
+    if not _looks_json(value):
+        return value
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return value
+    if key is not None:
+        found = _dotted(data, key)
+        return found if isinstance(found, str) else None
+    if isinstance(data, str):
+        return data
+    return _json_text(data, _QUESTION_KEYS)
+
+
+def _json_text(value: Any, keys: Sequence[str]) -> str | None:
+    """The first string under one of ``keys`` in ``value`` (JSON text or data), depth-first."""
+    if isinstance(value, str):
+        if not _looks_json(value):
+            return value
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return str(value)
+    stack = [value]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, Mapping):
+            for key in keys:
+                found = item.get(key)
+                if isinstance(found, str):
+                    return found
+                if isinstance(found, list) and found and isinstance(found[-1], str):
+                    return found[-1]
+            stack.extend(v for v in item.values() if isinstance(v, (Mapping, list)))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, (Mapping, list)))
+    return None
+
+
+def _looks_json(text: str) -> bool:
+    stripped = text.lstrip()
+    return stripped[:1] in ("{", "[")
+
+
+def _json_object(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str) and _looks_json(value):
+        try:
+            data = json.loads(value)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+    return None
+
+
+def _dotted(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(data, Mapping) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return None
+    return data
+
+
+def _join_id(attrs: Mapping[str, Any], key: str) -> str | None:
+    """The sample id under ``key``: an attribute (``session.id``), or a dotted path into a
+    JSON attribute (``metadata.query_id``: the longest attribute name that matches)."""
+    value = attrs.get(key)
+    if value is None:
+        parts = key.split(".")
+        for split in range(len(parts) - 1, 0, -1):
+            name = ".".join(parts[:split])
+            if name in attrs:
+                value = _dotted(_json_object(attrs[name]), ".".join(parts[split:]))
+                break
+    if value is None or value == "":
+        return None
+    if isinstance(value, (list, tuple)):
+        return str(value[0]) if value else None
+    return str(value)
