@@ -18,7 +18,21 @@ conversion rules in :mod:`ragmeter.traces._convert`. No framework is imported.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ragmeter.traces._convert import normalise
 from ragmeter.traces._read import TraceSamples, iter_samples, read, spans_of
 
-__all__ = ["TraceSamples", "iter_samples", "normalise", "read", "spans_of"]
+__all__ = ["SpanProcessor", "TraceSamples", "iter_samples", "normalise", "read", "spans_of"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SpanProcessor":  # needs opentelemetry-sdk (ragmeter[otel]); loaded on use
+        try:
+            from ragmeter.traces._processor import SpanProcessor
+        except ImportError as exc:
+            from ragmeter.errors import MissingDependencyError
+
+            raise MissingDependencyError("opentelemetry-sdk", "otel") from exc
+        return SpanProcessor
+    raise AttributeError(f"module 'ragmeter.traces' has no attribute {name!r}")

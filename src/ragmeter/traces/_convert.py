@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.capture import CaptureConfig, RunRecord, StageRecord, frontier
+from ragmeter.capture import CaptureConfig, RunRecord, Scope, StageRecord, frontier
 from ragmeter.io.otel import TraceSpan
 
 __all__ = ["Conversion", "TraceRun", "runs_of_trace"]
@@ -99,9 +99,13 @@ class TraceRun(RunRecord):
     __slots__ = ("framework", "model", "span_id", "trace_id")
 
     def __init__(
-        self, config: CaptureConfig, span: TraceSpan, meta: Mapping[str, Any] | None
+        self,
+        config: CaptureConfig,
+        span: TraceSpan,
+        meta: Mapping[str, Any] | None,
+        scope: Scope | None = None,
     ) -> None:
-        super().__init__(config, meta=meta, scope=None)
+        super().__init__(config, meta=meta, scope=scope)
         self.trace_id = span.trace_id
         self.span_id = span.span_id
         self.model: str | None = None
@@ -133,9 +137,13 @@ def _framework(scope: str) -> str | None:
 
 
 def runs_of_trace(
-    spans: Sequence[TraceSpan], config: CaptureConfig, options: Conversion
+    spans: Sequence[TraceSpan],
+    config: CaptureConfig,
+    options: Conversion,
+    scope: Scope | None = None,
 ) -> list[TraceRun]:
-    """The runs of one trace (its spans, any order), counted in ``options.counts``."""
+    """The runs of one trace (its spans, any order), counted in ``options.counts``;
+    ``scope`` is the ``capture()`` scope that was open when the trace started (live)."""
     counts = options.counts
     counts["traces"] += 1
     by_id = {s.span_id: s for s in spans}
@@ -156,7 +164,7 @@ def runs_of_trace(
     if not roots:
         counts["no_run"] += 1
         return []
-    runs = [_run(root, children, config, options) for root in roots]
+    runs = [_run(root, children, config, options, scope) for root in roots]
     counts["runs"] += len(runs)
     return runs
 
@@ -166,10 +174,11 @@ def _run(
     children: Mapping[str | None, list[TraceSpan]],
     config: CaptureConfig,
     options: Conversion,
+    scope: Scope | None,
 ) -> TraceRun:
     attrs = root.attributes
     meta = _json_object(attrs.get("metadata"))
-    run = TraceRun(config, root, meta)
+    run = TraceRun(config, root, meta, scope)
     run.user_input = _question(attrs, options.question_key)
     sample_id = _join_id(attrs, options.join_key) if options.join_key else None
     if sample_id is None and options.queries is not None and not (meta or {}).get("ragmeter_id"):

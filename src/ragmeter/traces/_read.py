@@ -112,13 +112,14 @@ def group_traces(
     yield from open_traces.values()
 
 
-def _config(stage: str) -> CaptureConfig:
+def _config(stage: str, owner: object = None) -> CaptureConfig:
     return CaptureConfig(
         framework="traces",
         problems=ProblemLog(logger, "traces"),
         stage=stage,
         stage_hint=HINTS.stage,
         name_hint=HINTS.stage,
+        owner=owner,
     )
 
 

@@ -1,0 +1,82 @@
+"""ragmeter.traces.SpanProcessor: a live instrumented app captured with no ragmeter adapter,
+scored exactly as the native adapter scores the same runs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ragmeter.evaluation.captured import evaluate_captured
+from ragmeter.traces import SpanProcessor
+
+from ._pipelines import QRELS, QUERIES, VARIANTS, instrumented, make_provider, pipeline, run
+
+CASES = [(fw, v) for fw, variants in VARIANTS.items() for v in variants]
+
+
+@pytest.mark.parametrize(("framework", "variant"), CASES, ids=lambda v: str(v))
+def test_a_live_app_is_captured_with_capture_scopes_and_scored_as_natively(
+    framework: str, variant: str
+) -> None:
+    provider, _ = make_provider()
+    processor = SpanProcessor()
+    provider.add_span_processor(processor)
+    ask = pipeline(framework, variant)
+    with instrumented(framework, provider):
+        for qid, question in QUERIES.items():
+            with processor.capture(id=qid, relevance=QRELS[qid]):
+                ask(question)
+    provider.shutdown()
+    assert sorted(s.id for s in processor.samples) == sorted(QUERIES)
+    assert all(
+        s.relevance == {k: float(v) for k, v in QRELS[s.id].items()} for s in processor.samples
+    )
+    _, native = run(framework, variant=variant, adapter=True)
+    ours = processor.evaluate_retrieval(k_values=(5, 10))  # judged by the scopes' relevance
+    theirs = evaluate_captured(native, QRELS, k_values=(5, 10))
+    assert ours.per_query == theirs.per_query
+    assert ours.extra["traces"]["runs"] == 5
+    drained = processor.drain()
+    assert len(drained) == 5 and len(processor.samples) == 0
+
+
+def test_scopes_of_other_threads_and_other_processors_do_not_cross() -> None:
+    provider, _ = make_provider()
+    mine, other = SpanProcessor(), SpanProcessor()
+    provider.add_span_processor(mine)
+    provider.add_span_processor(other)
+    ask = pipeline("langchain")
+    errors: list[BaseException] = []
+
+    def work(qid: str) -> None:
+        try:
+            with mine.capture(id=qid):
+                ask(QUERIES[qid])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    with instrumented("langchain", provider):
+        threads = [threading.Thread(target=work, args=(q,)) for q in QUERIES]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    got = {s.id: s.user_input for s in mine.samples}
+    assert got == QUERIES
+    assert all(s.id not in QUERIES for s in other.samples)  # not its scope: trace ids
+    assert len(other.samples) == 5
+
+
+def test_a_trace_it_cannot_convert_is_counted_not_raised_into_the_app() -> None:
+    provider, _ = make_provider()
+    processor = SpanProcessor(question_key="data.query")
+    provider.add_span_processor(processor)
+    broken = processor._conversion  # a conversion option that fails on any run
+    broken.root_kinds = None  # type: ignore[assignment]
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("run") as span:
+        span.set_attribute("openinference.span.kind", "CHAIN")
+    assert processor.counts["failed"] == 1
+    assert len(processor.samples) == 0
