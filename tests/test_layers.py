@@ -70,9 +70,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 # of the lexical metrics
 PRIVATE_ALLOWED: frozenset[tuple[str, str]] = frozenset(
     {
-        ("ragmeter.cli.stats", "ragmeter.html._inputs"),
         ("ragmeter.capture._dataset", "ragmeter.io.beir"),
-        ("ragmeter.cli.report", "ragmeter.html._inputs"),
         ("ragmeter.dask._rag", "ragmeter.evaluation._rag_rules"),
         ("ragmeter.datasets", "ragmeter.io.beir"),
         ("ragmeter.evaluation._query", "ragmeter.metrics._kernel"),

@@ -12,6 +12,7 @@ ragmeter`` never imports typer or rich). Commands:
 * ``ragmeter stages SAMPLES.jsonl`` scores every stage of captured samples (retrievers,
   fusion, rerankers, the context) and what each step gained or lost, with a paired CI;
 * ``ragmeter compare`` and ``ragmeter gate`` compare two runs or reports, paired;
+* ``ragmeter traces FILE`` scores production traces (OTLP/JSON or a Phoenix export);
 * ``ragmeter serve`` starts the HTTP server (extra ``server``).
 
 Output goes to stdout (a table, ``--json`` or ``--trec``); progress and warnings go to
@@ -22,7 +23,7 @@ bad data (a malformed line, an unknown metric, nothing to score).
 
 One module per command family, each a thin shell over one core call: :mod:`.retrieval`
 (``retrieval``, ``beir``, ``demo``), :mod:`.eval`, :mod:`.report`, :mod:`.stats`
-(``compare``, ``gate``), :mod:`.stages`, :mod:`.serve`; shared options in
+(``compare``, ``gate``), :mod:`.stages`, :mod:`.traces`, :mod:`.serve`; shared options in
 :mod:`._options`, rendering in :mod:`._tables`, judge loading in :mod:`._judges`, and the
 app with its one error-to-exit-code map in :mod:`._app`.
 """
@@ -33,6 +34,7 @@ from ragmeter.cli import eval as _eval  # noqa: F401 - registers `eval`
 from ragmeter.cli import report as _report  # noqa: F401 - registers `report`
 from ragmeter.cli import retrieval as _retrieval  # noqa: F401 - `retrieval`, `beir`, `demo`
 from ragmeter.cli import serve as _serve  # noqa: F401 - registers `serve`
+from ragmeter.cli import traces as _traces  # noqa: F401 - registers `traces`
 from ragmeter.cli._app import PROGRESS_MIN_BYTES, CliError, app, main, run
 from ragmeter.cli._judges import JUDGE_METRICS, as_judge, load_judge_factory
 from ragmeter.cli._options import parse_k_values, read_qrels

@@ -204,8 +204,7 @@ def _retrieval_page(
 ) -> tuple[Path, str, list[str]]:
     """Score a TREC run and write its page (with query and document texts when given, or
     from a BEIR directory): (the page, what it shows, warnings)."""
-    from ragmeter.html import write_retrieval_report
-    from ragmeter.html._inputs import beir_texts, load_texts
+    from ragmeter.html import beir_texts, load_texts, write_retrieval_report
     from ragmeter.io import read_qrels as read_any_qrels
 
     if not qrels.exists():

@@ -265,8 +265,7 @@ def _write_compare_html(
     corpus: Path | None,
 ) -> None:
     """Write ``ragmeter compare --html``: re-read what the page's drill-downs show."""
-    from ragmeter.html import write_comparison
-    from ragmeter.html._inputs import beir_texts, load_texts
+    from ragmeter.html import beir_texts, load_texts, write_comparison
 
     options: dict[str, Any] = {}
     if samples:

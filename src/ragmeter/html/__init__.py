@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ragmeter._types import Qrels, RunLike
 from ragmeter.errors import InvalidInputError, check_k
+from ragmeter.html._inputs import beir_texts, load_texts
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import SampleLike
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DEPTH",
     "DEFAULT_MAX_BYTES",
+    "beir_texts",
+    "load_texts",
     "render_comparison",
     "render_rag_report",
     "render_retrieval_report",
