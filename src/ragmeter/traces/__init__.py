@@ -11,6 +11,7 @@ on production traffic::
     traces = ragmeter.traces.read("traces.jsonl", join_key="metadata.query_id")
     report = traces.evaluate_retrieval(qrels)          # trec_eval's numbers
     rag = traces.evaluate()                            # evaluate_rag's metrics
+    frame = ragmeter.traces.span_annotations(report, traces.samples)  # back to Phoenix
 
 Readers live in :mod:`ragmeter.io.otel` (OTLP/JSON files, Phoenix exports, SDK spans); the
 conversion rules in :mod:`ragmeter.traces._convert`. No framework is imported.
@@ -22,8 +23,19 @@ from typing import Any
 
 from ragmeter.traces._convert import normalise
 from ragmeter.traces._read import TraceSamples, iter_samples, read, spans_of
+from ragmeter.traces._writeback import annotation_records, document_annotations, span_annotations
 
-__all__ = ["SpanProcessor", "TraceSamples", "iter_samples", "normalise", "read", "spans_of"]
+__all__ = [
+    "SpanProcessor",
+    "TraceSamples",
+    "annotation_records",
+    "document_annotations",
+    "iter_samples",
+    "normalise",
+    "read",
+    "span_annotations",
+    "spans_of",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -35,7 +35,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.capture import CaptureConfig, RunRecord, Scope, StageRecord, frontier
+from ragmeter.capture import (
+    CaptureConfig,
+    RunRecord,
+    Scope,
+    StageRecord,
+    frontier,
+    stage_names,
+)
 from ragmeter.io.otel import TraceSpan
 
 __all__ = ["Conversion", "TraceRun", "runs_of_trace"]
@@ -69,6 +76,7 @@ class Conversion:
     question_key: str | None = None
     root_kinds: tuple[str, ...] = ("CHAIN", "AGENT")
     queries: Mapping[str, str] | None = None
+    framework: str | None = None
     counts: dict[str, int] = field(
         default_factory=lambda: {
             "traces": 0,
@@ -96,7 +104,7 @@ class TraceRun(RunRecord):
     """One run read from a trace: a :class:`~ragmeter.capture.RunRecord` whose times, stages
     and ids come from spans (its sample id defaults to the trace id)."""
 
-    __slots__ = ("framework", "model", "span_id", "trace_id")
+    __slots__ = ("framework", "model", "span_id", "stage_spans", "trace_id")
 
     def __init__(
         self,
@@ -109,12 +117,29 @@ class TraceRun(RunRecord):
         self.trace_id = span.trace_id
         self.span_id = span.span_id
         self.model: str | None = None
-        self.framework = _framework(span.scope)
+        self.stage_spans: dict[int, str] = {}  # id(stage record) -> its span's id
+        self.framework: str | None = None
         self.start = span.start / 1e9
         self.end = span.end / 1e9 if span.end else None
 
     def default_id(self) -> str | None:
         return self.trace_id
+
+    def framework_fields(
+        self,
+        fields: dict[str, Any],
+        chosen: Sequence[StageRecord],
+        pairs: Sequence[tuple[str, str]],
+    ) -> None:
+        """Each stage's span id (``metadata["stage_span_ids"]``, by stage name): where
+        per-document scores are written back."""
+        if self.stage_spans:
+            names = stage_names(self.stages)[0]
+            fields["metadata"]["stage_span_ids"] = {
+                name: self.stage_spans[id(stage)]
+                for name, stage in zip(names, self.stages, strict=True)
+                if id(stage) in self.stage_spans
+            }
 
     def framework_metadata(self) -> dict[str, Any]:
         out: dict[str, Any] = {"trace_id": self.trace_id, "span_id": self.span_id}
@@ -134,6 +159,25 @@ def _framework(scope: str) -> str | None:
         return None
     name = scope.rsplit(".", 1)[-1]
     return _FRAMEWORKS.get(name, name)
+
+
+def _framework_of(spans: Sequence[TraceSpan]) -> str | None:
+    """The framework that made a trace: its instrumentation scope, or, where the source
+    keeps none (a Phoenix export), what its instrumentor names spans: Haystack's
+    ``Pipeline.run``, LlamaIndex's ``<Class>.retrieve`` / ``.query``, LangChain's
+    ``Runnable...``."""
+    for span in spans:
+        found = _framework(span.scope)
+        if found is not None:
+            return found
+    names = {span.name for span in spans}
+    if names & {"Pipeline.run", "AsyncPipeline.run"}:
+        return "haystack"
+    if any(n.endswith((".retrieve", ".query", ".aquery", "._postprocess_nodes")) for n in names):
+        return "llamaindex"
+    if any(n.startswith("Runnable") for n in names):
+        return "langchain"
+    return None
 
 
 def runs_of_trace(
@@ -164,7 +208,8 @@ def runs_of_trace(
     if not roots:
         counts["no_run"] += 1
         return []
-    runs = [_run(root, children, config, options, scope) for root in roots]
+    framework = options.framework or _framework_of(spans)
+    runs = [_run(root, children, config, options, scope, framework) for root in roots]
     counts["runs"] += len(runs)
     return runs
 
@@ -175,10 +220,12 @@ def _run(
     config: CaptureConfig,
     options: Conversion,
     scope: Scope | None,
+    framework: str | None,
 ) -> TraceRun:
     attrs = root.attributes
     meta = _json_object(attrs.get("metadata"))
     run = TraceRun(config, root, meta, scope)
+    run.framework = framework
     run.user_input = _question(attrs, options.question_key)
     sample_id = _join_id(attrs, options.join_key) if options.join_key else None
     if sample_id is None and options.queries is not None and not (meta or {}).get("ragmeter_id"):
@@ -292,6 +339,7 @@ def _make_stage(
         _finish_stage(stage, span, run, options, output or [], documents, marked, parent)
     stage.end = span.end / 1e9
     run.add_stage(stage)
+    run.stage_spans[id(stage)] = span.span_id
     return stage
 
 
@@ -436,6 +484,10 @@ def _llm(span: TraceSpan, run: TraceRun) -> str | None:
 
 
 def _count(value: Any) -> int | None:
+    """A token count: a non-negative int (a float that is one, as a DataFrame with gaps
+    holds it)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
