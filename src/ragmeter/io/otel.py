@@ -144,13 +144,13 @@ def _any_value(value: Mapping[str, Any]) -> Any:
 
 
 def _attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items or ():
-        value = item.get("value")
-        if value:
-            string = value.get("stringValue")
-            out[item["key"]] = string if string is not None else _any_value(value)
-    return out
+    if not items:
+        return {}
+    return {
+        item["key"]: value["stringValue"] if "stringValue" in value else _any_value(value)
+        for item in items
+        if (value := item.get("value"))
+    }
 
 
 def _error_of(span: Mapping[str, Any]) -> str | None:

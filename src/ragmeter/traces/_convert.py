@@ -51,9 +51,6 @@ DocIdRule = str | Callable[[Mapping[str, Any]], Any] | None
 
 _QUESTION_KEYS = ("query", "question", "query_str", "input", "user_input", "text")
 _ANSWER_KEYS = ("replies", "answer", "response", "output", "content", "text", "result")
-_DOC = re.compile(
-    r"^(retrieval\.documents|reranker\.(input|output)_documents)\.(\d+)\.document\.(.+)$"
-)
 _OUT_MESSAGE = re.compile(r"^llm\.output_messages\.(\d+)\.message\.content$")
 _SPACES = re.compile(r"\s+")
 
@@ -77,6 +74,15 @@ class Conversion:
     root_kinds: tuple[str, ...] = ("CHAIN", "AGENT")
     queries: Mapping[str, str] | None = None
     framework: str | None = None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The document fields the doc-id rule reads (the text is always read)."""
+        rule = self.doc_id
+        if rule is None or rule == "id":
+            return ("id", "content")
+        return ("id", "content", "metadata")
+
     counts: dict[str, int] = field(
         default_factory=lambda: {
             "traces": 0,
@@ -281,8 +287,8 @@ def _stage_of(
     step marked with ``ragmeter_stage`` metadata (LangChain's ``stage()``), or a Haystack
     component whose output is documents (a joiner)."""
     attrs = span.attributes
-    documents: dict[str, list[dict[str, Any]]] = _documents(attrs)
     if span.kind in ("RETRIEVER", "RERANKER"):
+        documents = _documents(attrs, options.fields)
         kind = "reranker" if span.kind == "RERANKER" else "retriever"
         if not documents and span.error is None:
             output = _output_documents(attrs)
@@ -491,38 +497,78 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _documents(attrs: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys."""
-    found: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, value in attrs.items():
-        if not key.endswith(
-            ("document.id", "document.content", "document.score", "document.metadata")
-        ):
+def _documents(
+    attrs: Mapping[str, Any], fields: tuple[str, ...] = ("id", "content", "metadata")
+) -> dict[str, list[dict[str, Any]]]:
+    """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys
+    (``retrieval.documents.3.document.id``), in position order (positions 0, 1, ... until
+    one has none of ``fields``)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    get = attrs.get
+    for name in _DOC_LISTS:
+        columns = [(part, _keys(name, part)) for part in fields]
+        if all(get(keys[0]) is None for _, keys in columns):
             continue
-        match = _DOC.match(key)
-        if match is None:
-            continue
-        found.setdefault(match.group(1), {}).setdefault(int(match.group(3)), {})[match.group(4)] = (
-            value
-        )
-    return {name: [docs[i] for i in sorted(docs)] for name, docs in found.items()}
+        docs: list[dict[str, Any]] = []
+        i = 0
+        while True:
+            if i >= _KEY_COUNT[0]:
+                _grow_keys(i + 1)
+                columns = [(part, _keys(name, part)) for part in fields]
+            doc = {part: value for part, keys in columns if (value := get(keys[i])) is not None}
+            if not doc:
+                break
+            docs.append(doc)
+            i += 1
+        found[name] = docs
+    return found
+
+
+_KEY_CACHE: dict[tuple[str, str], list[str]] = {}
+_KEY_COUNT = [64]
+"""How many positions' flat keys (``retrieval.documents.7.document.id``) are made, once."""
+
+
+def _keys(name: str, part: str) -> list[str]:
+    keys = _KEY_CACHE.get((name, part))
+    if keys is None or len(keys) < _KEY_COUNT[0]:
+        keys = _KEY_CACHE[name, part] = [
+            f"{name}.{i}.document.{part}" for i in range(_KEY_COUNT[0])
+        ]
+    return keys
+
+
+def _grow_keys(needed: int) -> None:
+    while _KEY_COUNT[0] < needed:
+        _KEY_COUNT[0] *= 2
+
+
+_DOC_LISTS = ("retrieval.documents", "reranker.output_documents", "reranker.input_documents")
 
 
 def _ids_and_texts(
     documents: Sequence[Mapping[str, Any]], rule: DocIdRule
 ) -> tuple[list[str | None], list[str], int]:
-    ids: list[str | None] = []
-    texts: list[str] = []
-    hashed = 0
-    for doc in documents:
-        text = doc.get("content")
-        text = text if isinstance(text, str) else ("" if text is None else str(text))
-        ident = _doc_id(doc, rule)
-        if ident is None and rule != "content":
-            hashed += 1
-        ids.append(ident)
-        texts.append(text)
+    texts = [
+        text if (text := doc.get("content")).__class__ is str else _text(text) for doc in documents
+    ]
+    if rule is None or rule == "id":
+        ids = [
+            ident if (ident := doc.get("id")).__class__ is str and ident else _plain_id(ident)
+            for doc in documents
+        ]
+    else:
+        ids = [_doc_id(doc, rule) for doc in documents]
+    hashed = 0 if rule == "content" else ids.count(None)
     return ids, texts, hashed
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _plain_id(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
 
 
 def _doc_id(doc: Mapping[str, Any], rule: DocIdRule) -> str | None:

@@ -1,0 +1,209 @@
+"""Reading production traces: ``ragmeter.traces`` against ``json.loads`` over the same lines.
+
+Generates an OTLP/JSON lines file of N traces (one line per trace, 5 spans each, as the
+OpenTelemetry Collector's file exporter writes them: a CHAIN run, a RETRIEVER span with 10
+documents, a RERANKER span with 5, an LLM span, and a CHAIN step) in a temp dir, then times,
+in one process, best of ``--repeat``:
+
+* ``json.loads`` over every line (the floor: any reader parses the JSON);
+* ``ragmeter.traces.read`` (spans -> traces -> runs, kept in a store as compact records);
+* ``ragmeter.traces.iter_samples`` (the same, each run built into a ``RagSample`` and
+  dropped: constant memory), with its peak traced memory.
+
+Run::
+
+    python benchmarks/bench_traces.py                  # 100,000 traces
+    python benchmarks/bench_traces.py --traces 10000   # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ragmeter.traces import iter_samples, read
+
+
+def _attr(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    if isinstance(value, float):
+        return {"key": key, "value": {"doubleValue": value}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _span(
+    trace: str, span: str, parent: str, name: str, start: int, attrs: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "traceId": trace,
+        "spanId": span,
+        "parentSpanId": parent,
+        "name": name,
+        "kind": 1,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 1_000_000),
+        "attributes": [_attr(k, v) for k, v in attrs.items()],
+        "status": {"code": 1},
+    }
+
+
+def _documents(prefix: str, docs: list[int], rng: random.Random) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, doc in enumerate(docs):
+        out[f"{prefix}.{i}.document.id"] = f"d{doc}"
+        out[f"{prefix}.{i}.document.score"] = round(rng.random() * 20, 4)
+        out[f"{prefix}.{i}.document.content"] = f"text of document {doc} " * 6
+    return out
+
+
+def make_file(path: Path, n: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        for t in range(n):
+            trace = f"{t:032x}"
+            ids = [f"{t * 8 + i + 1:016x}" for i in range(5)]
+            docs = rng.sample(range(1, 5000), 10)
+            question = f"question number {t} about topic {rng.randrange(100)}?"
+            spans = [
+                _span(
+                    trace,
+                    ids[1],
+                    ids[0],
+                    "retriever",
+                    10,
+                    {
+                        "openinference.span.kind": "RETRIEVER",
+                        "input.value": question,
+                        **_documents("retrieval.documents", docs, rng),
+                    },
+                ),
+                _span(
+                    trace,
+                    ids[2],
+                    ids[0],
+                    "reranker",
+                    20,
+                    {
+                        "openinference.span.kind": "RERANKER",
+                        "reranker.query": question,
+                        **_documents("reranker.input_documents", docs, rng),
+                        **_documents("reranker.output_documents", docs[:5], rng),
+                    },
+                ),
+                _span(
+                    trace,
+                    ids[3],
+                    ids[0],
+                    "llm",
+                    30,
+                    {
+                        "openinference.span.kind": "LLM",
+                        "llm.model_name": "m",
+                        "llm.token_count.prompt": 300,
+                        "llm.token_count.completion": 20,
+                        "llm.output_messages.0.message.content": "an answer " * 5,
+                    },
+                ),
+                _span(
+                    trace,
+                    ids[4],
+                    ids[0],
+                    "parser",
+                    40,
+                    {"openinference.span.kind": "CHAIN", "input.value": "x", "output.value": "y"},
+                ),
+                _span(
+                    trace,
+                    ids[0],
+                    "",
+                    "rag",
+                    0,
+                    {
+                        "openinference.span.kind": "CHAIN",
+                        "input.value": question,
+                        "output.value": "an answer " * 5,
+                        "session.id": f"q{t}",
+                    },
+                ),
+            ]
+            line = {
+                "resourceSpans": [
+                    {
+                        "resource": {"attributes": [_attr("service.name", "rag")]},
+                        "scopeSpans": [
+                            {
+                                "scope": {"name": "openinference.instrumentation.langchain"},
+                                "spans": spans,
+                            }
+                        ],
+                    }
+                ]
+            }
+            fh.write(json.dumps(line) + "\n")
+
+
+def best(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "traces.jsonl"
+        make_file(path, args.traces)
+        size = os.path.getsize(path)
+        print(f"{args.traces:,} traces x 5 spans, {size / 2**20:.0f} MiB")
+
+        def floor() -> None:
+            with path.open("rb") as fh:
+                for line in fh:
+                    json.loads(line)
+
+        def stored() -> None:
+            read(path, join_key="session.id")
+
+        def streamed() -> None:
+            for _ in iter_samples(path, join_key="session.id"):
+                pass
+
+        base = best(floor, args.repeat)
+        print(f"json.loads over the lines        {base:7.2f} s CPU   1.00x")
+        for label, fn in (
+            ("traces.read (store of records)", stored),
+            ("traces.iter_samples (RagSample)", streamed),
+        ):
+            t = best(fn, args.repeat)
+            print(f"{label:32} {t:7.2f} s CPU   {t / base:.2f}x json.loads")
+        tracemalloc.start()
+        streamed()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(
+            f"iter_samples peak traced memory: {peak / 2**20:.1f} MiB (file {size / 2**20:.0f} MiB)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
