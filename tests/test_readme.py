@@ -41,7 +41,9 @@ def test_quickstart_runs_and_gives_trec_eval_ndcg() -> None:
     assert ns["report"].primary == pytest.approx(0.3457976728968338, abs=1e-15)
 
 
-@pytest.mark.parametrize("marker", ['metrics=["exact_match", "token_f1"', "big_chunk = Chunk"])
+@pytest.mark.parametrize(
+    "marker", ['metrics=["exact_match", "token_f1"', "big_chunk = Chunk", "ragmeter.traces.read("]
+)
 def test_printed_values_match_the_comments(marker: str) -> None:
     code = _block(marker)
     out, _ = _run(code)
