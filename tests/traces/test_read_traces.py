@@ -258,3 +258,23 @@ def test_ragmeter_evaluate_rag_scores_samples_read_from_traces() -> None:
     assert report.extra["traces"]["runs"] == 5
     again = ragmeter.evaluate_rag(list(traces.samples), metrics=["non_empty_rate"])
     assert again.metrics["non_empty_rate"] == 1.0
+
+
+def test_ragmeter_evaluate_retrieval_scores_traces_as_their_own_method() -> None:
+    traces = read(DATA / "haystack" / "hybrid.jsonl", join_key="session.id")
+    qrels = {
+        "q1": {"d1": 2, "d2": 1},
+        "q2": {"d4": 2},
+        "q3": {"d7": 1},
+        "q4": {"d19": 2},
+        "q5": {"d16": 1},
+    }
+    own = traces.evaluate_retrieval(qrels, k_values=(5,))
+    top = ragmeter.evaluate_retrieval(traces, qrels, k_values=(5,))
+    assert top.metrics == own.metrics and top.extra["traces"] == traces.counts
+    plain = ragmeter.evaluate_retrieval(list(traces.samples), qrels, k_values=(5,))
+    assert plain.per_query == own.per_query
+    with pytest.raises(InvalidInputError, match="queries=, limit= and doc_id= are for a retriever"):
+        ragmeter.evaluate_retrieval(traces, qrels, {"q1": "text"})
+    with pytest.raises(InvalidInputError, match="a retriever needs the qrels and the queries"):
+        ragmeter.evaluate_retrieval(lambda q: [], qrels)

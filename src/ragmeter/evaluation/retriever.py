@@ -25,6 +25,7 @@ from ragmeter.evaluation._checks import (
 from ragmeter.evaluation.run import evaluate_run
 from ragmeter.metrics.registry import BUILTIN_METRICS
 from ragmeter.report import RetrievalEvalReport, WarningLog
+from ragmeter.schema import RagSample
 
 __all__ = ["dedupe_best_rank", "evaluate_retrieval"]
 
@@ -77,10 +78,30 @@ def dedupe_best_rank(doc_ids: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(doc_ids))
 
 
+def _not_for_samples() -> InvalidInputError:
+    return InvalidInputError(
+        "queries=, limit= and doc_id= are for a retriever callable; samples carry their "
+        "rankings already"
+    )
+
+
+def _score_samples(
+    samples: Any, qrels: Qrels | None, options: dict[str, Any]
+) -> RetrievalEvalReport:
+    """Samples that hold their rankings, scored with the capture rules; an adapter's or
+    traces' store through its own method (its counts and warnings too)."""
+    if hasattr(samples, "evaluate_retrieval") and hasattr(samples, "store"):
+        report: RetrievalEvalReport = samples.evaluate_retrieval(qrels, **options)
+        return report
+    from ragmeter.evaluation.captured import evaluate_captured
+
+    return evaluate_captured(samples, qrels, **options)
+
+
 def evaluate_retrieval(
-    retriever: Callable[..., Iterable[Any]],
-    qrels: Qrels,
-    queries: Mapping[str, str],
+    retriever: Callable[..., Iterable[Any]] | Iterable[RagSample] | Any,
+    qrels: Qrels | None = None,
+    queries: Mapping[str, str] | None = None,
     *,
     k_values: Iterable[int] | int = DEFAULT_K_VALUES,
     metrics: Iterable[str] | str = BUILTIN_METRICS,
@@ -91,7 +112,8 @@ def evaluate_retrieval(
     warnings: WarningLog | None = None,
     per_query: PerQuery = True,
 ) -> RetrievalEvalReport:
-    """Run ``retriever`` over the judged queries and score it exactly as :func:`evaluate_run`.
+    """Run ``retriever`` over the judged queries and score it exactly as :func:`evaluate_run`;
+    or score samples that already hold their rankings.
 
     ``retriever`` is any callable ``query_text -> results``; it is called with
     ``limit=`` (``None`` means ``max(k_values)``) when it accepts that keyword. Each result
@@ -105,6 +127,12 @@ def evaluate_retrieval(
     ``missing_queries`` (passed on to :func:`evaluate_run`, as ``per_query`` is) only
     matters to code that passes one option set to both functions.
 
+    Given samples instead of a callable (:class:`~ragmeter.schema.RagSample` objects, an
+    adapter's handler or store, or what :func:`ragmeter.traces.read` returns),
+    ``evaluate_retrieval(samples, qrels)`` scores their rankings with the capture rules of
+    :func:`ragmeter.evaluation.captured.evaluate_captured` (``qrels`` default to the samples'
+    own relevance).
+
     >>> qrels = {'q1': {'d1': 1.0, 'd2': 1.0}, 'q2': {'d3': 1.0}}
     >>> queries = {'q1': 'first query', 'q2': 'second query'}
     >>> rankings = {'first query': ['d1', 'd9', 'd2'], 'second query': ['d9', 'd3']}
@@ -116,6 +144,23 @@ def evaluate_retrieval(
     >>> round(report.primary_at(1), 3)  # NDCG@1, averaged over the two queries
     0.5
     """
+    if not callable(retriever):  # samples (read from traces, captured, or from JSONL)
+        if queries is not None or limit is not None or doc_id is not None:
+            raise _not_for_samples()
+        options = {
+            "k_values": k_values,
+            "metrics": metrics,
+            "relevance_level": relevance_level,
+            "missing_queries": missing_queries,
+            "warnings": warnings,
+            "per_query": per_query,
+        }
+        return _score_samples(retriever, qrels, options)
+    if qrels is None or queries is None:
+        raise InvalidInputError(
+            "evaluate_retrieval(retriever, qrels, queries): a retriever needs the qrels and "
+            "the queries' texts to run"
+        )
     ks = check_ks(k_values)
     resolve_metrics(metrics)
     check_level(relevance_level)
