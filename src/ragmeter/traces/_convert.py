@@ -33,6 +33,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ragmeter.capture import (
@@ -156,6 +157,8 @@ class TraceRun(RunRecord):
         return out
 
 
+_START_END = attrgetter("start", "end")
+
 _FRAMEWORKS = {"langchain": "langchain", "llama_index": "llamaindex", "haystack": "haystack"}
 
 
@@ -202,7 +205,7 @@ def runs_of_trace(
         parent = span.parent_id if span.parent_id in by_id else None
         children.setdefault(parent, []).append(span)
     for group in children.values():
-        group.sort(key=lambda s: (s.start, s.end))
+        group.sort(key=_START_END)
     roots: list[TraceSpan] = []
     pending = list(children.get(None, ()))
     while pending:  # the outermost spans of a root kind, looking through other spans
@@ -502,25 +505,28 @@ def _documents(
 ) -> dict[str, list[dict[str, Any]]]:
     """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys
     (``retrieval.documents.3.document.id``), in position order (positions 0, 1, ... until
-    one has none of ``fields``)."""
+    one has no ``id`` and no ``content``, nor ``metadata`` when it is asked for)."""
     found: dict[str, list[dict[str, Any]]] = {}
     get = attrs.get
+    with_metadata = "metadata" in fields
     for name in _DOC_LISTS:
-        columns = [(part, _keys(name, part)) for part in fields]
-        if all(get(keys[0]) is None for _, keys in columns):
-            continue
+        ids, texts = _keys(name, "id"), _keys(name, "content")
+        metas = _keys(name, "metadata") if with_metadata else None
         docs: list[dict[str, Any]] = []
         i = 0
         while True:
-            if i >= _KEY_COUNT[0]:
+            if i >= len(ids):
                 _grow_keys(i + 1)
-                columns = [(part, _keys(name, part)) for part in fields]
-            doc = {part: value for part, keys in columns if (value := get(keys[i])) is not None}
-            if not doc:
+                ids, texts = _keys(name, "id"), _keys(name, "content")
+                metas = _keys(name, "metadata") if with_metadata else None
+            ident, text = get(ids[i]), get(texts[i])
+            meta = get(metas[i]) if metas is not None else None
+            if ident is None and text is None and meta is None:
                 break
-            docs.append(doc)
+            docs.append({"id": ident, "content": text, "metadata": meta})
             i += 1
-        found[name] = docs
+        if docs:
+            found[name] = docs
     return found
 
 

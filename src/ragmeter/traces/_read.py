@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from ragmeter._gc import paused_gc
 from ragmeter.capture import CaptureConfig, Hints, ProblemLog, SampleStore, StoreFront
 from ragmeter.errors import InvalidInputError
 from ragmeter.io.otel import TraceSpan, iter_otlp_batches, spans_from_phoenix, spans_from_sdk
@@ -290,14 +291,15 @@ def read(
     config = _config(stage)
     store = SampleStore(hints=HINTS)
     records: list[TraceRun] = []
-    for n, trace in enumerate(group_traces(batches_of(source), options.counts), 1):
-        records.extend(runs_of_trace(trace, config, options))
-        if len(records) >= 256:
-            store.extend(records)
-            records.clear()
-        if progress is not None and n % 1000 == 0:
-            progress(n)
-    store.extend(records)
+    with paused_gc():  # many small records, no cycles: no collector walking them again
+        for n, trace in enumerate(group_traces(batches_of(source), options.counts), 1):
+            records.extend(runs_of_trace(trace, config, options))
+            if len(records) >= 256:
+                store.extend(records)
+                records.clear()
+            if progress is not None and n % 1000 == 0:
+                progress(n)
+        store.extend(records)
     if progress is not None:
         progress(options.counts["traces"])
     return TraceSamples(store, options.counts)
