@@ -80,3 +80,25 @@ def test_a_trace_it_cannot_convert_is_counted_not_raised_into_the_app() -> None:
         span.set_attribute("openinference.span.kind", "CHAIN")
     assert processor.counts["failed"] == 1
     assert len(processor.samples) == 0
+
+
+def test_a_trace_that_began_in_another_service_ends_with_this_services_root() -> None:
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    provider, _ = make_provider()
+    processor = SpanProcessor()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    context = otel_trace.set_span_in_context(NonRecordingSpan(remote))
+    with (
+        processor.capture(id="q7"),
+        tracer.start_as_current_span("run", context=context) as run_span,
+    ):
+        run_span.set_attribute("openinference.span.kind", "CHAIN")
+        run_span.set_attribute("input.value", "a question")
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            retrieve.set_attribute("openinference.span.kind", "RETRIEVER")
+            retrieve.set_attribute("retrieval.documents.0.document.id", "d1")
+    assert [(s.id, s.retrieved_ids) for s in processor.samples] == [("q7", ["d1"])]

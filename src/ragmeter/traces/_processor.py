@@ -62,7 +62,7 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
 
     def on_start(self, span: Span, parent_context: Any = None) -> None:
         """A span started: remember the ``capture()`` scope open when its trace began."""
-        if span.parent is None or not span.parent.is_valid:
+        if _local_root(span):
             scope = scope_for(self)
             with self._lock:
                 self._scopes[span.context.trace_id] = scope
@@ -80,7 +80,7 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
                     self.counts["dropped_traces"] += 1
                 group = self._open[trace] = []
             group.append(span)
-            if span.parent is not None and span.parent.is_valid:
+            if not _local_root(span):
                 return
             spans = self._open.pop(trace)
             scope = self._scopes.pop(trace, None)
@@ -100,3 +100,10 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Samples are made as traces end; nothing is buffered."""
         return True
+
+
+def _local_root(span: ReadableSpan) -> bool:
+    """Whether ``span`` is the first span of its trace in this process: it has no parent, or
+    its parent is remote (the trace began in another service, which exports its own spans)."""
+    parent = span.parent
+    return parent is None or not parent.is_valid or bool(parent.is_remote)
