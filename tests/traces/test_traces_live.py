@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,13 @@ from ragmeter.evaluation.captured import evaluate_captured
 from ragmeter.traces import read
 
 from ._pipelines import QRELS, VARIANTS, make_provider, run
+
+_SCRIPT = Path(__file__).resolve().parents[1] / "data" / "traces" / "make_fixtures.py"
+_spec = importlib.util.spec_from_file_location("make_fixtures", _SCRIPT)
+assert _spec is not None and _spec.loader is not None
+_fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fixtures)
+otlp_lines = _fixtures.otlp_lines  # the OTLP/JSON encoding the fixture files were made with
 
 CASES = [(fw, v) for fw, variants in VARIANTS.items() for v in variants]
 MEASURES = {
@@ -61,3 +70,23 @@ def test_every_stage_of_a_traced_run_scores_as_the_native_one(framework: str, va
     names = [s.name for s in traces.samples[0].stages or ()]
     ours_report: Any = traces.evaluate_retrieval(QRELS, stages=True, k_values=(10,))
     assert [row.stage for row in ours_report.rows] == names
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex", "haystack"])
+def test_live_spans_written_as_otlp_json_read_back_as_the_same_samples(
+    framework: str, tmp_path: Path
+) -> None:
+    provider, exporter = make_provider()
+    run(framework, variant=VARIANTS[framework][-1], provider=provider)
+    provider.shutdown()
+    finished = exporter.get_finished_spans()
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(otlp_lines(finished)) + "\n", encoding="utf-8")
+    legacy = tmp_path / "legacy.jsonl"
+    legacy.write_text("\n".join(otlp_lines(finished, legacy=True)) + "\n", encoding="utf-8")
+    in_memory = read(finished, join_key="session.id").samples
+    for source in (path, legacy):
+        from_file = read(source, join_key="session.id").samples
+        assert [s.model_dump(exclude={"latency_ms"}) for s in from_file] == [
+            s.model_dump(exclude={"latency_ms"}) for s in in_memory
+        ]
