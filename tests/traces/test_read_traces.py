@@ -232,7 +232,6 @@ def test_problems_are_counted_and_reported_never_silently_scored() -> None:
         "runs": 3,
         "no_run": 1,
         "no_retriever": 1,
-        "no_context": 0,
         "hashed_doc_ids": 1,
         "joined": 2,
         "not_joined": 1,

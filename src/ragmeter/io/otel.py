@@ -51,10 +51,12 @@ class TraceSpan:
     ``start``/``end`` in nanoseconds since the epoch, ``attributes`` as a flat mapping
     (``"retrieval.documents.0.document.id"`` ...), and ``error`` (the status message of a
     span whose status is ERROR, else ``None``), and ``scope``, the instrumentation scope's name
-    (``openinference.instrumentation.langchain``; ``""`` when the source does not say)."""
+    (``openinference.instrumentation.langchain``; ``""`` when the source does not say), and
+    ``dropped``, how many attributes the exporter dropped (its attribute limit)."""
 
     __slots__ = (
         "attributes",
+        "dropped",
         "end",
         "error",
         "kind",
@@ -77,6 +79,7 @@ class TraceSpan:
         end: int = 0,
         error: str | None = None,
         scope: str = "",
+        dropped: int = 0,
     ) -> None:
         self.trace_id = trace_id
         self.span_id = span_id
@@ -89,6 +92,7 @@ class TraceSpan:
         self.end = end
         self.error = error
         self.scope = scope
+        self.dropped = dropped
 
     def __repr__(self) -> str:
         return f"TraceSpan({self.name!r}, kind={self.kind!r}, span_id={self.span_id!r})"
@@ -97,6 +101,8 @@ class TraceSpan:
 # --------------------------------------------------------------------------- OTLP/JSON
 
 _ERROR_CODES = frozenset({2, "2", "STATUS_CODE_ERROR", "ERROR"})
+_REMOTE_PARENT = 0x300
+"""OTLP span flags: bit 8 says whether the parent's remoteness is known, bit 9 that it is."""
 
 
 def _hex_id(value: Any, size: int, what: str) -> str:
@@ -172,6 +178,8 @@ def _error_of(span: Mapping[str, Any]) -> str | None:
 
 def _otlp_span(span: Mapping[str, Any], scope: str) -> TraceSpan:
     parent = span.get("parentSpanId")
+    if parent and int(span.get("flags") or 0) & _REMOTE_PARENT == _REMOTE_PARENT:
+        parent = None  # the trace began in another service: this span is this one's root
     return TraceSpan(
         _hex_id(span.get("traceId"), 16, "traceId"),
         _hex_id(span.get("spanId"), 8, "spanId"),
@@ -182,6 +190,7 @@ def _otlp_span(span: Mapping[str, Any], scope: str) -> TraceSpan:
         int(span.get("endTimeUnixNano") or 0),
         _error_of(span),
         scope,
+        int(span.get("droppedAttributesCount") or 0),
     )
 
 
@@ -257,16 +266,18 @@ def spans_from_sdk(spans: Iterable[Any]) -> Iterator[TraceSpan]:
         error = None
         if status is not None and getattr(status.status_code, "name", "") == "ERROR":
             error = status.description or _sdk_exception(span) or "error"
+        local = parent is not None and parent.is_valid and not parent.is_remote
         yield TraceSpan(
             format(context.trace_id, "032x"),
             format(context.span_id, "016x"),
-            format(parent.span_id, "016x") if parent is not None else None,
+            format(parent.span_id, "016x") if local else None,
             str(span.name),
             dict(span.attributes or {}),
             int(span.start_time or 0),
             int(span.end_time or 0),
             error,
             str(getattr(getattr(span, "instrumentation_scope", None), "name", "") or ""),
+            int(getattr(span, "dropped_attributes", 0) or 0),
         )
 
 
@@ -299,6 +310,8 @@ def spans_from_phoenix(frame: Any) -> Iterator[TraceSpan]:
         import pandas as pd
 
         frame = pd.read_parquet(frame)
+    if frame.index.name in ("context.span_id", "span_id"):  # get_spans_dataframe()'s index
+        frame = frame.reset_index().rename(columns={"span_id": "context.span_id"})
     columns = list(frame.columns)
     absent = [c for c in _PHOENIX_COLUMNS if c not in columns]
     if absent:

@@ -7,7 +7,7 @@ The rules, the same as the native adapters' wherever a trace says as much as the
 * **Question**: the run's ``input.value``; when it is JSON (the Haystack instrumentor writes
   the run's keyword arguments there), the string under ``question_key`` (a dotted path) or,
   without one, under the first of ``query``, ``question``, ``query_str``, ``input``,
-  ``user_input``, ``text`` found depth-first.
+  ``user_input``, ``text`` found first, the shallowest first.
 * **Answer**: the run's ``output.value`` when it is text, else the last LLM span's output
   message, else a string found in the JSON output (``replies``, ``answer``, ``response``...).
 * **Stages**: every ``RETRIEVER`` span (``retrieval.documents``) and ``RERANKER`` span
@@ -90,7 +90,6 @@ class Conversion:
             "runs": 0,
             "no_run": 0,
             "no_retriever": 0,
-            "no_context": 0,
             "hashed_doc_ids": 0,
             "joined": 0,
             "not_joined": 0,
@@ -138,15 +137,27 @@ class TraceRun(RunRecord):
         chosen: Sequence[StageRecord],
         pairs: Sequence[tuple[str, str]],
     ) -> None:
-        """Each stage's span id (``metadata["stage_span_ids"]``, by stage name): where
-        per-document scores are written back."""
-        if self.stage_spans:
-            names = stage_names(self.stages)[0]
-            fields["metadata"]["stage_span_ids"] = {
-                name: self.stage_spans[id(stage)]
-                for name, stage in zip(names, self.stages, strict=True)
-                if id(stage) in self.stage_spans
-            }
+        """Each stage's span id (``metadata["stage_span_ids"]``, by stage name), where
+        per-document scores are written back, and for a stage whose span repeated a doc id
+        (several chunks of one document) the span position of each id in ``ids``
+        (``metadata["stage_positions"]``)."""
+        if not self.stage_spans:
+            return
+        names = stage_names(self.stages)[0]
+        spans: dict[str, str] = {}
+        positions: dict[str, list[int]] = {}
+        for name, stage in zip(names, self.stages, strict=True):
+            if id(stage) not in self.stage_spans:
+                continue
+            spans[name] = self.stage_spans[id(stage)]
+            ids = stage.ids or []
+            first = list(dict.fromkeys(ids))
+            if len(first) != len(ids):  # repeats (chunks of one doc): where each first was
+                where = {doc: i for i, doc in reversed(list(enumerate(ids)))}
+                positions[name] = [where[doc] for doc in first]
+        fields["metadata"]["stage_span_ids"] = spans
+        if positions:
+            fields["metadata"]["stage_positions"] = positions
 
     def framework_metadata(self) -> dict[str, Any]:
         out: dict[str, Any] = {"trace_id": self.trace_id, "span_id": self.span_id}
@@ -199,11 +210,16 @@ def runs_of_trace(
     ``scope`` is the ``capture()`` scope that was open when the trace started (live)."""
     counts = options.counts
     counts["traces"] += 1
-    by_id = {s.span_id: s for s in spans}
-    children: dict[str | None, list[TraceSpan]] = {}
+    by_id: dict[str, TraceSpan] = {}
     for span in spans:
-        parent = span.parent_id if span.parent_id in by_id else None
-        children.setdefault(parent, []).append(span)
+        if span.span_id in by_id:  # exported twice (a retried batch): the first one counts
+            counts["duplicate_spans"] = counts.get("duplicate_spans", 0) + 1
+        else:
+            by_id[span.span_id] = span
+    children: dict[str | None, list[TraceSpan]] = {}
+    for span in by_id.values():
+        known = span.parent_id in by_id and span.parent_id != span.span_id
+        children.setdefault(span.parent_id if known else None, []).append(span)
     for group in children.values():
         group.sort(key=_START_END)
     roots: list[TraceSpan] = []
@@ -218,7 +234,7 @@ def runs_of_trace(
         counts["no_run"] += 1
         return []
     framework = options.framework or _framework_of(spans)
-    runs = [_run(root, children, config, options, scope, framework) for root in roots]
+    runs = [_run(root, children, config, options, scope, framework, by_id) for root in roots]
     counts["runs"] += len(runs)
     return runs
 
@@ -230,13 +246,14 @@ def _run(
     options: Conversion,
     scope: Scope | None,
     framework: str | None,
+    by_id: Mapping[str, TraceSpan],
 ) -> TraceRun:
     attrs = root.attributes
     meta = _json_object(attrs.get("metadata"))
     run = TraceRun(config, root, meta, scope)
     run.framework = framework
     run.user_input = _question(attrs, options.question_key)
-    sample_id = _join_id(attrs, options.join_key) if options.join_key else None
+    sample_id = _join(root, options.join_key, by_id) if options.join_key else None
     if sample_id is None and options.queries is not None and not (meta or {}).get("ragmeter_id"):
         sample_id = options.query_for(run.user_input)
     if options.join_key or options.queries is not None:
@@ -258,23 +275,43 @@ def _run(
     return run
 
 
+def _join(root: TraceSpan, key: str, by_id: Mapping[str, TraceSpan]) -> str | None:
+    """The join key's value on the run's span, else on the nearest span above it that has
+    it (an HTTP request's span carrying ``session.id``)."""
+    span: TraceSpan | None = root
+    seen: set[str] = set()
+    while span is not None and span.span_id not in seen:
+        seen.add(span.span_id)
+        found = _join_id(span.attributes, key)
+        if found is not None:
+            return found
+        span = by_id.get(span.parent_id) if span.parent_id else None
+    return None
+
+
 def _walk(
     span: TraceSpan,
     children: Mapping[str | None, list[TraceSpan]],
     run: TraceRun,
     options: Conversion,
     enclosing: list[StageRecord],
+    counted_tokens: bool = False,
 ) -> str | None:
-    """Add the stages and LLM calls under ``span``; the last LLM output text, if any."""
+    """Add the stages and LLM calls under ``span``; the last LLM output text, if any.
+    ``counted_tokens``: an enclosing LLM span reported token counts (a wrapper's span around
+    the provider's own), so the ones inside are the same tokens."""
     answer: str | None = None
     for child in children.get(span.span_id, ()):
         stage = _stage_of(child, span, run, options, enclosing)
+        counted = counted_tokens
         if child.kind == "LLM":
-            text = _llm(child, run)
+            text, has_counts = _llm(child, run, counted_tokens)
+            counted = counted_tokens or has_counts
             answer = text if text is not None else answer
         if run.context is None and run.framework == "haystack":
             _haystack_context(child, run, options)
-        inner = _walk(child, children, run, options, [*enclosing, stage] if stage else enclosing)
+        below = [*enclosing, stage] if stage else enclosing
+        inner = _walk(child, children, run, options, below, counted)
         answer = inner if inner is not None else answer
     return answer
 
@@ -290,12 +327,15 @@ def _stage_of(
     step marked with ``ragmeter_stage`` metadata (LangChain's ``stage()``), or a Haystack
     component whose output is documents (a joiner)."""
     attrs = span.attributes
-    if span.kind in ("RETRIEVER", "RERANKER"):
-        documents = _documents(attrs, options.fields)
-        kind = "reranker" if span.kind == "RERANKER" else "retriever"
+    kind_of = span.kind or (_kind_from_documents(attrs) if span.dropped else "")
+    if kind_of in ("RETRIEVER", "RERANKER"):
+        documents, missing = _documents(attrs, options.fields)
+        if missing or span.dropped:
+            _note_truncated(span, run, options, missing)
+        kind = "reranker" if kind_of == "RERANKER" else "retriever"
         if not documents and span.error is None:
             output = _output_documents(attrs)
-            if output is None and parent_span.kind == span.kind:
+            if output is None and parent_span.kind == kind_of:
                 return None  # an inner call of the same retriever (LlamaIndex's _retrieve)
             documents = {"output": output or []}
         return _make_stage(
@@ -316,6 +356,26 @@ def _stage_of(
     if output is None:
         return None
     return _make_stage(span, run, options, enclosing, {"output": output}, kind, name, True)
+
+
+def _kind_from_documents(attrs: Mapping[str, Any]) -> str:
+    """The kind of a span whose kind attribute the attribute limit dropped (it is set
+    first): its documents say it retrieved (or reranked)."""
+    if not any(key.startswith(_DOC_STARTS) for key in attrs):
+        return ""
+    return "RERANKER" if any(key.startswith("reranker.") for key in attrs) else "RETRIEVER"
+
+
+def _note_truncated(span: TraceSpan, run: TraceRun, options: Conversion, missing: int) -> None:
+    """A retriever or reranker span lost attributes (the SDK keeps 128 by default and drops
+    the first): its ranking is incomplete, so the run says so and the count goes up."""
+    options.counts["truncated_rankings"] = options.counts.get("truncated_rankings", 0) + 1
+    what = f"{missing} document positions are missing" if missing else "attributes were dropped"
+    run.note(
+        f"stage {span.name!r}: {what} ({span.dropped} attributes dropped by the span's "
+        "attribute limit): its ranking is incomplete; raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT "
+        "(OpenTelemetry keeps 128 attributes a span by default)"
+    )
 
 
 def _make_stage(
@@ -473,11 +533,15 @@ def _consumed(
     return None
 
 
-def _llm(span: TraceSpan, run: TraceRun) -> str | None:
+def _llm(span: TraceSpan, run: TraceRun, counted: bool) -> tuple[str | None, bool]:
+    """The LLM span's output text, and whether it reported token counts (added to the run
+    unless an enclosing LLM span already counted them)."""
     attrs = span.attributes
-    run.add_tokens(
-        _count(attrs.get("llm.token_count.prompt")), _count(attrs.get("llm.token_count.completion"))
-    )
+    prompt = _count(attrs.get("llm.token_count.prompt"))
+    completion = _count(attrs.get("llm.token_count.completion"))
+    has_counts = prompt is not None or completion is not None
+    if has_counts and not counted:
+        run.add_tokens(prompt, completion)
     model = attrs.get("llm.model_name")
     if isinstance(model, str) and model:
         run.model = model
@@ -487,9 +551,10 @@ def _llm(span: TraceSpan, run: TraceRun) -> str | None:
         if match and isinstance(value, str) and (last is None or int(match.group(1)) >= last[0]):
             last = (int(match.group(1)), value)
     if last is not None:
-        return last[1]
+        return last[1], has_counts
     output = attrs.get("output.value")
-    return output if isinstance(output, str) and not _looks_json(output) else None
+    text = output if isinstance(output, str) and not _looks_json(output) else None
+    return text, has_counts
 
 
 def _count(value: Any) -> int | None:
@@ -502,54 +567,42 @@ def _count(value: Any) -> int | None:
 
 def _documents(
     attrs: Mapping[str, Any], fields: tuple[str, ...] = ("id", "content", "metadata")
-) -> dict[str, list[dict[str, Any]]]:
+) -> tuple[dict[str, list[dict[str, Any]]], int]:
     """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys
-    (``retrieval.documents.3.document.id``), in position order (positions 0, 1, ... until
-    one has no ``id`` and no ``content``, nor ``metadata`` when it is asked for)."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    get = attrs.get
-    with_metadata = "metadata" in fields
-    for name in _DOC_LISTS:
-        ids, texts = _keys(name, "id"), _keys(name, "content")
-        metas = _keys(name, "metadata") if with_metadata else None
-        docs: list[dict[str, Any]] = []
-        i = 0
-        while True:
-            if i >= len(ids):
-                _grow_keys(i + 1)
-                ids, texts = _keys(name, "id"), _keys(name, "content")
-                metas = _keys(name, "metadata") if with_metadata else None
-            ident, text = get(ids[i]), get(texts[i])
-            meta = get(metas[i]) if metas is not None else None
-            if ident is None and text is None and meta is None:
+    (``retrieval.documents.3.document.id``), in position order, and how many positions are
+    missing before the last one (a span whose first attributes were dropped by the SDK's
+    attribute limit keeps only its last documents)."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in attrs.items():
+        if not key.startswith(_DOC_STARTS):
+            continue
+        for prefix, name in _DOC_PREFIXES:
+            if key.startswith(prefix):
+                index, _, part = key[len(prefix) :].partition(".document.")
+                if part in fields and index.isdigit():
+                    docs = found.get(name)
+                    if docs is None:
+                        docs = found[name] = {}
+                    doc = docs.get(int(index))
+                    if doc is None:
+                        doc = docs[int(index)] = {}
+                    doc[part] = value
                 break
-            docs.append({"id": ident, "content": text, "metadata": meta})
-            i += 1
-        if docs:
-            found[name] = docs
-    return found
+    out: dict[str, list[dict[str, Any]]] = {}
+    missing = 0
+    for name, docs in found.items():
+        positions = sorted(docs)
+        missing += positions[-1] + 1 - len(positions)
+        out[name] = [docs[i] for i in positions]
+    return out, missing
 
 
-_KEY_CACHE: dict[tuple[str, str], list[str]] = {}
-_KEY_COUNT = [64]
-"""How many positions' flat keys (``retrieval.documents.7.document.id``) are made, once."""
-
-
-def _keys(name: str, part: str) -> list[str]:
-    keys = _KEY_CACHE.get((name, part))
-    if keys is None or len(keys) < _KEY_COUNT[0]:
-        keys = _KEY_CACHE[name, part] = [
-            f"{name}.{i}.document.{part}" for i in range(_KEY_COUNT[0])
-        ]
-    return keys
-
-
-def _grow_keys(needed: int) -> None:
-    while _KEY_COUNT[0] < needed:
-        _KEY_COUNT[0] *= 2
-
-
-_DOC_LISTS = ("retrieval.documents", "reranker.output_documents", "reranker.input_documents")
+_DOC_PREFIXES = (
+    ("retrieval.documents.", "retrieval.documents"),
+    ("reranker.output_documents.", "reranker.output_documents"),
+    ("reranker.input_documents.", "reranker.input_documents"),
+)
+_DOC_STARTS = tuple(prefix for prefix, _ in _DOC_PREFIXES)
 
 
 def _ids_and_texts(
@@ -614,7 +667,8 @@ def _text_of(value: Any, key: str | None) -> str | None:
 
 
 def _json_text(value: Any, keys: Sequence[str]) -> str | None:
-    """The first string under one of ``keys`` in ``value`` (JSON text or data), depth-first."""
+    """The first string under one of ``keys`` in ``value`` (JSON text or data), the shallowest
+    first (breadth-first)."""
     if isinstance(value, str):
         if not _looks_json(value):
             return value

@@ -58,6 +58,7 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
         self._lock = threading.Lock()
         self._open: dict[int, list[ReadableSpan]] = {}
         self._scopes: dict[int, Scope | None] = {}
+        self._evicted: dict[int, None] = {}  # dropped unfinished: their late spans are ignored
         self._max_open = max_open_traces
 
     def on_start(self, span: Span, parent_context: Any = None) -> None:
@@ -71,12 +72,19 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
         """A span ended: keep it; when it is its trace's root, make the trace's samples."""
         trace = span.context.trace_id
         with self._lock:
+            if trace in self._evicted:
+                if _local_root(span):
+                    del self._evicted[trace]
+                return
             group = self._open.get(trace)
             if group is None:
                 if len(self._open) >= self._max_open:
                     oldest = next(iter(self._open))
                     del self._open[oldest]
                     self._scopes.pop(oldest, None)
+                    self._evicted[oldest] = None
+                    if len(self._evicted) > self._max_open:
+                        del self._evicted[next(iter(self._evicted))]
                     self.counts["dropped_traces"] += 1
                 group = self._open[trace] = []
             group.append(span)

@@ -82,6 +82,10 @@ def _spans_from_objects(items: Iterable[Any]) -> Iterator[TraceSpan]:
     yield from spans_from_sdk(sdk)
 
 
+_DONE_KEPT = 100_000
+"""How many handed-on trace ids are remembered to recognise their late spans."""
+
+
 def group_traces(
     batches: Iterable[Sequence[TraceSpan]], counts: dict[str, int]
 ) -> Iterator[list[TraceSpan]]:
@@ -91,9 +95,9 @@ def group_traces(
     handed on at the end; a span of a trace already handed on is counted (``late_spans``)
     and dropped."""
     open_traces: dict[str, list[TraceSpan]] = {}
-    done: set[str] = set()
+    done: dict[str, None] = {}  # the traces handed on lately, oldest first (bounded)
     for batch in batches:
-        finished: list[str] = []
+        finished: dict[str, None] = {}
         for span in batch:
             trace = span.trace_id
             if trace in done:
@@ -104,9 +108,11 @@ def group_traces(
                 group = open_traces[trace] = []
             group.append(span)
             if span.parent_id is None:
-                finished.append(trace)
+                finished[trace] = None
         for trace in finished:
-            done.add(trace)
+            done[trace] = None
+            if len(done) > _DONE_KEPT:
+                del done[next(iter(done))]
             yield open_traces.pop(trace)
     if open_traces:
         counts["no_root_span"] = counts.get("no_root_span", 0) + len(open_traces)
@@ -252,6 +258,27 @@ def notes_of(counts: Mapping[str, int]) -> list[str]:
         notes.append(
             f"{counts['no_root_span']} traces have no root span in the input (a parent span "
             "was not exported); they were read at the end"
+        )
+    if counts.get("duplicate_spans"):
+        notes.append(
+            f"{counts['duplicate_spans']} spans were in the input twice (a retried export?); "
+            "each was read once"
+        )
+    if counts.get("truncated_rankings"):
+        notes.append(
+            f"{counts['truncated_rankings']} retriever or reranker spans lost attributes (the "
+            "span attribute limit, 128 by default): their rankings are incomplete; raise "
+            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"
+        )
+    if counts.get("failed"):
+        notes.append(
+            f"{counts['failed']} traces could not be turned into samples (logged on "
+            "ragmeter_traces)"
+        )
+    if counts.get("dropped_traces"):
+        notes.append(
+            f"{counts['dropped_traces']} traces were dropped unfinished: more than "
+            "max_open_traces were open at once (a root span that never ended?)"
         )
     if counts.get("late_spans"):
         notes.append(

@@ -138,8 +138,8 @@ def document_annotations(
         found = _stage_span(sample, stage)
         if found is None:
             continue
-        span, ids = found
-        for position, doc in enumerate(ids):
+        span, ids, positions = found
+        for position, doc in zip(positions, ids, strict=True):
             grade = None if judged is None else judged.get(doc)
             rows.append(
                 {
@@ -159,17 +159,26 @@ def document_annotations(
         "score",
         "label",
     ]
-    return pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)
+    # an unjudged document has no score: None, not NaN (NaN is not JSON: an upload fails)
+    frame["score"] = pd.Series([row["score"] for row in rows], dtype=object)
+    return frame
 
 
-def _stage_span(sample: RagSample, stage: str) -> tuple[str, list[str]] | None:
+def _stage_span(sample: RagSample, stage: str) -> tuple[str, list[str], list[int]] | None:
+    """The span a stage's ranking came from, its doc ids, and each id's position in the
+    span's own document list (they differ when the span repeated a doc id)."""
     spans = sample.metadata.get("stage_span_ids") or {}
     for entry in sample.stages or ():
         if entry.name != stage or entry.ids is None:
             continue
         own = entry.same_as if entry.same_as is not None else entry.name
         span = spans.get(own)
-        return (span, list(entry.ids)) if isinstance(span, str) else None
+        if not isinstance(span, str):
+            return None
+        ids = list(entry.ids)
+        positions = (sample.metadata.get("stage_positions") or {}).get(own) or range(len(ids))
+        return span, ids, list(positions)
     return None
 
 
