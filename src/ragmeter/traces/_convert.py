@@ -7,7 +7,7 @@ The rules, the same as the native adapters' wherever a trace says as much as the
 * **Question**: the run's ``input.value``; when it is JSON (the Haystack instrumentor writes
   the run's keyword arguments there), the string under ``question_key`` (a dotted path) or,
   without one, under the first of ``query``, ``question``, ``query_str``, ``input``,
-  ``user_input``, ``text`` found first, the shallowest first.
+  ``user_input``, ``text`` (the shallowest match wins).
 * **Answer**: the run's ``output.value`` when it is text, else the last LLM span's output
   message, else a string found in the JSON output (``replies``, ``answer``, ``response``...).
 * **Stages**: every ``RETRIEVER`` span (``retrieval.documents``) and ``RERANKER`` span
