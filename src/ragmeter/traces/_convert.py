@@ -29,6 +29,7 @@ The rules, the same as the native adapters' wherever a trace says as much as the
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -571,8 +572,40 @@ def _documents(
     """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys
     (``retrieval.documents.3.document.id``), in position order, and how many positions are
     missing before the last one (a span whose first attributes were dropped by the SDK's
-    attribute limit keeps only its last documents)."""
-    found: dict[str, dict[int, dict[str, Any]]] = {}
+    attribute limit keeps only its last documents).
+
+    Positions 0, 1, ... are looked up directly (the usual, complete case); when the span
+    holds document keys that lookup did not reach, every key is read instead."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    get = attrs.get
+    reached = 0
+    for name in _DOC_LISTS:
+        columns = [(part, _keys(name, part)) for part in fields]
+        docs: list[dict[str, Any]] = []
+        while True:
+            i = len(docs)
+            if i >= _KEY_COUNT[0]:
+                _grow_keys(i + 1)
+                columns = [(part, _keys(name, part)) for part in fields]
+            doc = {part: value for part, keys in columns if (value := get(keys[i])) is not None}
+            if not doc:
+                break
+            reached += len(doc)
+            docs.append(doc)
+        if docs:
+            found[name] = docs
+    ends = _field_ends(fields)
+    present = sum(1 for key in attrs if key.startswith(_DOC_STARTS) and key.endswith(ends))
+    if present == reached:
+        return found, 0
+    return _scan_documents(attrs, fields)
+
+
+def _scan_documents(
+    attrs: Mapping[str, Any], fields: tuple[str, ...]
+) -> tuple[dict[str, list[dict[str, Any]]], int]:
+    """:func:`_documents` by reading every key (positions with gaps)."""
+    by_position: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attrs.items():
         if not key.startswith(_DOC_STARTS):
             continue
@@ -580,21 +613,41 @@ def _documents(
             if key.startswith(prefix):
                 index, _, part = key[len(prefix) :].partition(".document.")
                 if part in fields and index.isdigit():
-                    docs = found.get(name)
-                    if docs is None:
-                        docs = found[name] = {}
-                    doc = docs.get(int(index))
-                    if doc is None:
-                        doc = docs[int(index)] = {}
-                    doc[part] = value
+                    docs = by_position.setdefault(name, {})
+                    docs.setdefault(int(index), {})[part] = value
                 break
     out: dict[str, list[dict[str, Any]]] = {}
     missing = 0
-    for name, docs in found.items():
+    for name, docs in by_position.items():
         positions = sorted(docs)
         missing += positions[-1] + 1 - len(positions)
         out[name] = [docs[i] for i in positions]
     return out, missing
+
+
+_DOC_LISTS = ("retrieval.documents", "reranker.output_documents", "reranker.input_documents")
+_KEY_CACHE: dict[tuple[str, str], list[str]] = {}
+_KEY_COUNT = [64]
+"""How many positions' flat keys (``retrieval.documents.7.document.id``) are made, once."""
+
+
+def _keys(name: str, part: str) -> list[str]:
+    keys = _KEY_CACHE.get((name, part))
+    if keys is None or len(keys) < _KEY_COUNT[0]:
+        keys = _KEY_CACHE[name, part] = [
+            f"{name}.{i}.document.{part}" for i in range(_KEY_COUNT[0])
+        ]
+    return keys
+
+
+def _grow_keys(needed: int) -> None:
+    while _KEY_COUNT[0] < needed:
+        _KEY_COUNT[0] *= 2
+
+
+@functools.cache
+def _field_ends(fields: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f".document.{part}" for part in fields)
 
 
 _DOC_PREFIXES = (
