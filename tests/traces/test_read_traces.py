@@ -132,7 +132,9 @@ def test_a_malformed_line_names_the_file_and_line(tmp_path: Path) -> None:
         {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz", "spanId": "1"}]}]}]}
     )
     path = _write(tmp_path, [bad_id])
-    with pytest.raises(DataFormatError, match=r"t\.jsonl:1: traceId 'xyz' is neither 32 hex"):
+    with pytest.raises(
+        DataFormatError, match=r"t\.jsonl:1: span \(no name\): traceId 'xyz' is neither 32 hex"
+    ):
         read(path)
     with pytest.raises(FileNotFoundError):
         read(tmp_path / "absent.jsonl")

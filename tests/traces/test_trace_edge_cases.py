@@ -177,3 +177,30 @@ def _context(span: Any) -> Any:
     from opentelemetry import trace as otel_trace
 
     return otel_trace.set_span_in_context(span)
+
+
+def test_a_malformed_span_names_the_span_and_the_field(tmp_path: Path) -> None:
+    import pytest
+
+    from ragmeter.errors import DataFormatError
+
+    cases = [
+        ({**_span(1, None, "run", RUN), "attributes": "oops"}, "'attributes' must be a list"),
+        (
+            {**_span(1, None, "run", RUN), "attributes": [{"value": {"stringValue": "x"}}]},
+            "'attributes' must be",
+        ),
+        ({**_span(1, None, "run", RUN), "startTimeUnixNano": "abc"}, "startTimeUnixNano is 'abc'"),
+        ({**_span(1, None, "run", RUN), "status": "ERROR"}, "'status' must be an object"),
+    ]
+    for bad, message in cases:
+        path = _file(tmp_path, _line(bad))
+        with pytest.raises(DataFormatError, match=rf"t\.jsonl:1: span 'run': {message}"):
+            read(path)
+
+
+def test_spans_whose_parent_was_not_exported_are_counted(tmp_path: Path) -> None:
+    orphan = _span(2, 7, "r", {KIND: "RETRIEVER", **_docs(["d1"])})  # parent 7 is absent
+    traces = read(_file(tmp_path, _line(orphan, _span(1, None, "run", RUN))))
+    assert traces.counts["orphan_spans"] == 1
+    assert "have a parent that is not in the input" in " ".join(traces.notes)

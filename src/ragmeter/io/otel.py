@@ -177,6 +177,40 @@ def _error_of(span: Mapping[str, Any]) -> str | None:
 
 
 def _otlp_span(span: Mapping[str, Any], scope: str) -> TraceSpan:
+    try:
+        return _read_span(span, scope)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise ValueError(f"span {_name_of(span)}: {_what(exc, span)}") from None
+
+
+def _name_of(span: Any) -> str:
+    if not isinstance(span, Mapping):
+        return f"{span!r:.40}"
+    name = span.get("name")
+    return "(no name)" if name is None else repr(name)
+
+
+def _what(exc: Exception, span: Any) -> str:
+    """The field a span failed on, in words (the message of a bad id says it already)."""
+    if not isinstance(span, Mapping):
+        return "a span must be a JSON object"
+    attributes = span.get("attributes")
+    if attributes is not None and (
+        not isinstance(attributes, list)
+        or not all(isinstance(a, Mapping) and isinstance(a.get("key"), str) for a in attributes)
+    ):
+        return '\'attributes\' must be a list of {"key": ..., "value": {...}} objects'
+    for field in ("startTimeUnixNano", "endTimeUnixNano", "droppedAttributesCount", "flags"):
+        value = span.get(field)
+        if value is not None and not str(value).lstrip("-").isdigit():
+            return f"{field} is {value!r}, not an integer"
+    status = span.get("status")
+    if status is not None and not isinstance(status, Mapping):
+        return f"'status' must be an object, got {status!r:.40}"
+    return str(exc)
+
+
+def _read_span(span: Mapping[str, Any], scope: str) -> TraceSpan:
     parent = span.get("parentSpanId")
     if parent and int(span.get("flags") or 0) & _REMOTE_PARENT == _REMOTE_PARENT:
         parent = None  # the trace began in another service: this span is this one's root

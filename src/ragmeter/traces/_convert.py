@@ -220,6 +220,8 @@ def runs_of_trace(
     children: dict[str | None, list[TraceSpan]] = {}
     for span in by_id.values():
         known = span.parent_id in by_id and span.parent_id != span.span_id
+        if span.parent_id is not None and not known:  # its parent was not exported
+            counts["orphan_spans"] = counts.get("orphan_spans", 0) + 1
         children.setdefault(span.parent_id if known else None, []).append(span)
     for group in children.values():
         group.sort(key=_START_END)

@@ -254,6 +254,12 @@ def notes_of(counts: Mapping[str, int]) -> list[str]:
             f"{counts['not_joined']} of {counts['joined'] + counts['not_joined']} runs matched "
             "no query id (join_key= or queries=); they keep their trace id as sample id"
         )
+    if counts.get("orphan_spans"):
+        notes.append(
+            f"{counts['orphan_spans']} spans have a parent that is not in the input (not "
+            "exported?): they were read as the top of their trace, and what their parent "
+            "held (a run's question or answer) is missing"
+        )
     if counts.get("no_root_span"):
         notes.append(
             f"{counts['no_root_span']} traces have no root span in the input (a parent span "
