@@ -102,3 +102,31 @@ def test_a_trace_that_began_in_another_service_ends_with_this_services_root() ->
             retrieve.set_attribute("openinference.span.kind", "RETRIEVER")
             retrieve.set_attribute("retrieval.documents.0.document.id", "d1")
     assert [(s.id, s.retrieved_ids) for s in processor.samples] == [("q7", ["d1"])]
+
+
+def test_two_runs_under_one_remote_parent_are_two_samples_with_their_own_ids() -> None:
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    provider, _ = make_provider()
+    processor = SpanProcessor()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    parent = otel_trace.set_span_in_context(NonRecordingSpan(remote))
+    runs = []
+    for qid, doc in (("qa", "da"), ("qb", "db")):  # both start before either ends
+        with processor.capture(id=qid):
+            run_span = tracer.start_span("run", context=parent)
+        run_span.set_attribute("openinference.span.kind", "CHAIN")
+        runs.append((run_span, doc))
+    for run_span, doc in runs:
+        with tracer.start_as_current_span(
+            "retrieve", context=otel_trace.set_span_in_context(run_span)
+        ) as retrieve:
+            retrieve.set_attribute("openinference.span.kind", "RETRIEVER")
+            retrieve.set_attribute("retrieval.documents.0.document.id", doc)
+    for run_span, _ in runs:
+        run_span.end()
+    got = sorted((s.id, s.retrieved_ids) for s in processor.samples)
+    assert got == [("qa", ["da"]), ("qb", ["db"])]

@@ -206,9 +206,12 @@ def runs_of_trace(
     config: CaptureConfig,
     options: Conversion,
     scope: Scope | None = None,
+    *,
+    scopes: Mapping[str, Scope | None] | None = None,
 ) -> list[TraceRun]:
     """The runs of one trace (its spans, any order), counted in ``options.counts``;
-    ``scope`` is the ``capture()`` scope that was open when the trace started (live)."""
+    ``scope`` is the ``capture()`` scope that was open when the trace started (live), or
+    ``scopes`` the one open when each of its local roots (by span id) started."""
     counts = options.counts
     counts["traces"] += 1
     by_id: dict[str, TraceSpan] = {}
@@ -237,7 +240,12 @@ def runs_of_trace(
         counts["no_run"] += 1
         return []
     framework = options.framework or _framework_of(spans)
-    runs = [_run(root, children, config, options, scope, framework, by_id) for root in roots]
+    runs = [
+        _run(
+            root, children, config, options, _scope_of(root, by_id, scope, scopes), framework, by_id
+        )
+        for root in roots
+    ]
     counts["runs"] += len(runs)
     return runs
 
@@ -276,6 +284,22 @@ def _run(
     if root.error is not None:
         run.error = root.error
     return run
+
+
+def _scope_of(
+    run: TraceSpan,
+    by_id: Mapping[str, TraceSpan],
+    scope: Scope | None,
+    scopes: Mapping[str, Scope | None] | None,
+) -> Scope | None:
+    """The scope a run was started in: that of the local root above it (live capture)."""
+    if not scopes:
+        return scope
+    span, seen = run, set()
+    while span.parent_id in by_id and span.span_id not in seen:
+        seen.add(span.span_id)
+        span = by_id[span.parent_id]  # type: ignore[index]
+    return scopes.get(span.span_id, scope)
 
 
 def _join(root: TraceSpan, key: str, by_id: Mapping[str, TraceSpan]) -> str | None:

@@ -57,7 +57,8 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
         self._config = _config(stage, owner=self)
         self._lock = threading.Lock()
         self._open: dict[int, list[ReadableSpan]] = {}
-        self._scopes: dict[int, Scope | None] = {}
+        self._scopes: dict[int, dict[str, Scope | None]] = {}  # trace -> local root -> scope
+        self._running: dict[int, int] = {}  # trace -> its local roots still running
         self._evicted: dict[int, None] = {}  # dropped unfinished: their late spans are ignored
         self._max_open = max_open_traces
 
@@ -65,8 +66,10 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
         """A span started: remember the ``capture()`` scope open when its trace began."""
         if _local_root(span):
             scope = scope_for(self)
+            trace = span.context.trace_id
             with self._lock:
-                self._scopes[span.context.trace_id] = scope
+                self._scopes.setdefault(trace, {})[format(span.context.span_id, "016x")] = scope
+                self._running[trace] = self._running.get(trace, 0) + 1
 
     def on_end(self, span: ReadableSpan) -> None:
         """A span ended: keep it; when it is its trace's root, make the trace's samples."""
@@ -82,6 +85,7 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
                     oldest = next(iter(self._open))
                     del self._open[oldest]
                     self._scopes.pop(oldest, None)
+                    self._running.pop(oldest, None)
                     self._evicted[oldest] = None
                     if len(self._evicted) > self._max_open:
                         del self._evicted[next(iter(self._evicted))]
@@ -90,12 +94,17 @@ class SpanProcessor(TraceSamples, _OtelSpanProcessor):
             group.append(span)
             if not _local_root(span):
                 return
+            running = self._running.get(trace, 1) - 1
+            if running > 0:  # another local root of the trace still runs (a fan-out)
+                self._running[trace] = running
+                return
+            self._running.pop(trace, None)
             spans = self._open.pop(trace)
-            scope = self._scopes.pop(trace, None)
+            scopes = self._scopes.pop(trace, {})
         try:
             converted: list[TraceSpan] = list(spans_from_sdk(spans))
             with self._lock:
-                runs = runs_of_trace(converted, self._config, self._conversion, scope)
+                runs = runs_of_trace(converted, self._config, self._conversion, scopes=scopes)
             self.store.extend(runs)
         except Exception as exc:  # never raise into the app
             with self._lock:
