@@ -204,3 +204,16 @@ def test_spans_whose_parent_was_not_exported_are_counted(tmp_path: Path) -> None
     traces = read(_file(tmp_path, _line(orphan, _span(1, None, "run", RUN))))
     assert traces.counts["orphan_spans"] == 1
     assert "have a parent that is not in the input" in " ".join(traces.notes)
+
+
+def test_no_run_to_score_says_what_was_read(tmp_path: Path) -> None:
+    import pytest
+
+    from ragmeter.errors import NoSamplesError
+
+    empty = _file(tmp_path, "")
+    with pytest.raises(NoSamplesError, match=r"no run to score: 0 traces were read \(is the input"):
+        read(empty).evaluate_retrieval({"q1": {"d1": 1}})
+    llm_only = _file(tmp_path, _line(_span(1, None, "llm", {KIND: "LLM"})))
+    with pytest.raises(NoSamplesError, match="1 of them have no CHAIN or AGENT span"):
+        read(llm_only).evaluate()

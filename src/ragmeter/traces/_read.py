@@ -10,7 +10,7 @@ from typing import Any, overload
 
 from ragmeter._gc import paused_gc
 from ragmeter.capture import CaptureConfig, Hints, ProblemLog, SampleStore, StoreFront
-from ragmeter.errors import InvalidInputError
+from ragmeter.errors import InvalidInputError, NoSamplesError
 from ragmeter.io.otel import TraceSpan, iter_otlp_batches, spans_from_phoenix, spans_from_sdk
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import CONTEXT, RagSample
@@ -212,6 +212,7 @@ class TraceSamples(StoreFront):
     def evaluate_retrieval(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def evaluate_retrieval(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_runs()
         report = super().evaluate_retrieval(*args, **kwargs)
         if isinstance(report, RetrievalEvalReport):
             self._annotate(report)
@@ -222,9 +223,25 @@ class TraceSamples(StoreFront):
         return report
 
     def evaluate(self, **kwargs: Any) -> RagEvalReport:
+        self._check_runs()
         report = super().evaluate(**kwargs)
         self._annotate(report)
         return report
+
+    def _check_runs(self) -> None:
+        """No run to score: say what was read (not an adapter's "was it attached?")."""
+        if len(self.store):
+            return
+        counts = self.counts
+        raise NoSamplesError(
+            f"no run to score: {counts['traces']} traces were read"
+            + (
+                f" and {counts['no_run']} of them have no CHAIN or AGENT span (root_kinds=)"
+                if counts.get("no_run")
+                else " (is the input empty?)"
+            )
+            + (" or every sample was drained already" if counts["runs"] else "")
+        )
 
     def _annotate(self, report: RetrievalEvalReport | RagEvalReport) -> None:
         report.extra["traces"] = dict(self.counts)
