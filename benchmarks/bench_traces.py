@@ -14,6 +14,7 @@ Run::
 
     python benchmarks/bench_traces.py                  # 100,000 traces
     python benchmarks/bench_traces.py --traces 10000   # quicker
+    python benchmarks/bench_traces.py --chunk-chars 800 # documents of a typical chunk's size
 """
 
 from __future__ import annotations
@@ -59,12 +60,17 @@ def _span(
     }
 
 
+CHUNK_CHARS = [120]
+"""How long each document's text is (``--chunk-chars``)."""
+
+
 def _documents(prefix: str, docs: list[int], rng: random.Random) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, doc in enumerate(docs):
         out[f"{prefix}.{i}.document.id"] = f"d{doc}"
         out[f"{prefix}.{i}.document.score"] = round(rng.random() * 20, 4)
-        out[f"{prefix}.{i}.document.content"] = f"text of document {doc} " * 6
+        text = f"text of document {doc} " * (CHUNK_CHARS[0] // 20 + 1)
+        out[f"{prefix}.{i}.document.content"] = text[: CHUNK_CHARS[0]]
     return out
 
 
@@ -168,12 +174,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--chunk-chars", type=int, default=120, help="length of each document's text"
+    )
     args = parser.parse_args()
+    CHUNK_CHARS[0] = args.chunk_chars
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "traces.jsonl"
         make_file(path, args.traces)
         size = os.path.getsize(path)
-        print(f"{args.traces:,} traces x 5 spans, {size / 2**20:.0f} MiB")
+        print(
+            f"{args.traces:,} traces x 5 spans, documents of {args.chunk_chars} characters, "
+            f"{size / 2**20:.0f} MiB"
+        )
 
         def floor() -> None:
             with path.open("rb") as fh:

@@ -29,7 +29,6 @@ The rules, the same as the native adapters' wherever a trace says as much as the
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -356,7 +355,8 @@ def _stage_of(
     attrs = span.attributes
     kind_of = span.kind or (_kind_from_documents(attrs) if span.dropped else "")
     if kind_of in ("RETRIEVER", "RERANKER"):
-        documents, missing = _documents(attrs, options.fields)
+        own = "reranker.output_documents" if kind_of == "RERANKER" else "retrieval.documents"
+        documents, missing = _documents(attrs, options.fields, span.dropped, own)
         if missing or span.dropped:
             _note_truncated(span, run, options, missing)
         kind = "reranker" if kind_of == "RERANKER" else "retriever"
@@ -370,7 +370,11 @@ def _stage_of(
         )
     if span.kind != "CHAIN":
         return None
-    meta = _json_object(attrs.get("metadata")) or {}
+    raw_meta = attrs.get("metadata")
+    marked = isinstance(raw_meta, Mapping) or (
+        isinstance(raw_meta, str) and "ragmeter_stage" in raw_meta
+    )  # most steps carry metadata; only a marked one needs it parsed
+    meta = (_json_object(raw_meta) or {}) if marked else {}
     marked_name = meta.get("ragmeter_stage")
     if isinstance(marked_name, str) and marked_name:
         output = _output_documents(attrs)
@@ -593,38 +597,52 @@ def _count(value: Any) -> int | None:
 
 
 def _documents(
-    attrs: Mapping[str, Any], fields: tuple[str, ...] = ("id", "content", "metadata")
+    attrs: Mapping[str, Any],
+    fields: tuple[str, ...] = ("id", "content", "metadata"),
+    dropped: int = 0,
+    expected: str = "retrieval.documents",
 ) -> tuple[dict[str, list[dict[str, Any]]], int]:
     """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys
     (``retrieval.documents.3.document.id``), in position order, and how many positions are
     missing before the last one (a span whose first attributes were dropped by the SDK's
     attribute limit keeps only its last documents).
 
-    Positions 0, 1, ... are looked up directly (the usual, complete case); when the span
-    holds document keys that lookup did not reach, every key is read instead."""
+    Positions 0, 1, ... are looked up directly (the usual, complete case); a span that lost
+    attributes (``dropped``), has documents past the first empty position, or none at the
+    first position of its ``expected`` list while holding document keys, is read key by key
+    instead."""
+    if dropped:
+        return _scan_documents(attrs, fields)
     found: dict[str, list[dict[str, Any]]] = {}
     get = attrs.get
-    reached = 0
+    with_metadata = "metadata" in fields
     for name in _DOC_LISTS:
-        columns = [(part, _keys(name, part)) for part in fields]
+        ids, texts = _keys(name, "id"), _keys(name, "content")
+        metas = _keys(name, "metadata")
         docs: list[dict[str, Any]] = []
+        i = 0
         while True:
-            i = len(docs)
-            if i >= _KEY_COUNT[0]:
-                _grow_keys(i + 1)
-                columns = [(part, _keys(name, part)) for part in fields]
-            doc = {part: value for part, keys in columns if (value := get(keys[i])) is not None}
-            if not doc:
+            if i + 3 > len(ids):
+                _grow_keys(i + 3)
+                ids, texts, metas = (
+                    _keys(name, "id"),
+                    _keys(name, "content"),
+                    _keys(name, "metadata"),
+                )
+            ident, text = get(ids[i]), get(texts[i])
+            meta = get(metas[i]) if with_metadata else None
+            if ident is None and text is None and meta is None:
                 break
-            reached += len(doc)
-            docs.append(doc)
+            docs.append({"id": ident, "content": text, "metadata": meta})
+            i += 1
+        for later in (i + 1, i + 2):  # a gap: documents after an empty position
+            if get(ids[later]) is not None or get(texts[later]) is not None:
+                return _scan_documents(attrs, fields)
         if docs:
             found[name] = docs
-    ends = _field_ends(fields)
-    present = sum(1 for key in attrs if key.startswith(_DOC_STARTS) and key.endswith(ends))
-    if present == reached:
-        return found, 0
-    return _scan_documents(attrs, fields)
+    if expected not in found and any(key.startswith(_DOC_STARTS) for key in attrs):
+        return _scan_documents(attrs, fields)  # no first position: a gap at the start?
+    return found, 0
 
 
 def _scan_documents(
@@ -669,11 +687,6 @@ def _keys(name: str, part: str) -> list[str]:
 def _grow_keys(needed: int) -> None:
     while _KEY_COUNT[0] < needed:
         _KEY_COUNT[0] *= 2
-
-
-@functools.cache
-def _field_ends(fields: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(f".document.{part}" for part in fields)
 
 
 _DOC_PREFIXES = (
