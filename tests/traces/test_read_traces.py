@@ -279,3 +279,30 @@ def test_ragmeter_evaluate_retrieval_scores_traces_as_their_own_method() -> None
         ragmeter.evaluate_retrieval(traces, qrels, {"q1": "text"})
     with pytest.raises(InvalidInputError, match="a retriever needs the qrels and the queries"):
         ragmeter.evaluate_retrieval(lambda q: [], qrels)
+
+
+def test_reading_traces_needs_no_framework_and_the_span_processor_names_its_extra() -> None:
+    import subprocess
+    import sys
+
+    code = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        top = name.split(".")[0]
+        if top in ("opentelemetry", "openinference", "haystack", "langchain_core", "llama_index"):
+            raise ImportError("blocked " + name)
+sys.meta_path.insert(0, Block())
+import ragmeter.traces as T
+traces = T.read({str(DATA / "langchain" / "basic.jsonl")!r}, join_key="session.id")
+print(len(traces.samples))
+try:
+    T.SpanProcessor
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0] == "5"
+    assert out[1].startswith("MissingDependencyError") and "ragmeter[otel]" in out[1]
