@@ -217,3 +217,22 @@ def test_no_run_to_score_says_what_was_read(tmp_path: Path) -> None:
     llm_only = _file(tmp_path, _line(_span(1, None, "llm", {KIND: "LLM"})))
     with pytest.raises(NoSamplesError, match="1 of them have no CHAIN or AGENT span"):
         read(llm_only).evaluate()
+
+
+def test_retrievers_in_two_arms_of_a_parallel_step_are_listed_by_name_whatever_their_times(
+    tmp_path: Path,
+) -> None:
+    """LangChain's RunnableParallel runs its arms side by side: which one ends first is the
+    thread pool's, so (as the adapter does) they are ordered by name, never by time."""
+    fork = _span(2, 1, "RunnableParallel<zeta,alpha>", {KIND: "CHAIN"})
+    zeta = {**_span(3, 2, "zeta", {KIND: "RETRIEVER", **_docs(["d1"])}), "endTimeUnixNano": "10"}
+    alpha = {
+        **_span(4, 2, "alpha", {KIND: "RETRIEVER", **_docs(["d2"])}),
+        "startTimeUnixNano": "20",  # starts after zeta ended: no overlap in time
+        "endTimeUnixNano": "30",
+    }
+    traces = read(_file(tmp_path, _line(zeta, alpha, fork, _span(1, None, "run", RUN))))
+    sample = traces.samples[0]
+    assert [s.name for s in sample.stages or ()][:2] == ["alpha", "zeta"]
+    assert sample.retrieved_ids is None  # two arms reach the end: no context, and it says so
+    assert any("none can be identified" in e for e in sample.metadata["capture_errors"])

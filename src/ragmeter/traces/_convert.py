@@ -322,13 +322,20 @@ def _walk(
     options: Conversion,
     enclosing: list[StageRecord],
     counted_tokens: bool = False,
+    branch: tuple[tuple[int, str], ...] = (),
 ) -> str | None:
     """Add the stages and LLM calls under ``span``; the last LLM output text, if any.
     ``counted_tokens``: an enclosing LLM span reported token counts (a wrapper's span around
-    the provider's own), so the ones inside are the same tokens."""
+    the provider's own), so the ones inside are the same tokens. ``branch``: the arms of
+    LangChain ``RunnableParallel`` forks the span runs in (steps in two arms of one fork ran
+    side by side, whatever their times say; the adapter knows it the same way)."""
     answer: str | None = None
+    fork = span.name.startswith("RunnableParallel")
     for child in children.get(span.span_id, ()):
+        arm = (*branch, (int(span.span_id, 16), child.name)) if fork else branch
         stage = _stage_of(child, span, run, options, enclosing)
+        if stage is not None and arm:
+            stage.branch = arm
         counted = counted_tokens
         if child.kind == "LLM":
             text, has_counts = _llm(child, run, counted_tokens)
@@ -337,7 +344,7 @@ def _walk(
         if run.context is None and run.framework == "haystack":
             _haystack_context(child, run, options)
         below = [*enclosing, stage] if stage else enclosing
-        inner = _walk(child, children, run, options, below, counted)
+        inner = _walk(child, children, run, options, below, counted, arm)
         answer = inner if inner is not None else answer
     return answer
 
