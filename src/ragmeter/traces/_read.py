@@ -248,66 +248,63 @@ class TraceSamples(StoreFront):
         report.warnings = [*report.warnings, *(f"CAUTION [traces] {n}" for n in self.notes)]
 
 
+_NOTES: tuple[tuple[str, str], ...] = (
+    (
+        "no_run",
+        "{no_run} of {traces} traces have no CHAIN or AGENT span (no run to make a sample of; "
+        "see root_kinds=)",
+    ),
+    (
+        "no_retriever",
+        "{no_retriever} of {runs} runs have no retriever span: they have no ranking, and score "
+        "0 where they are judged",
+    ),
+    (
+        "hashed_doc_ids",
+        "{hashed_doc_ids} retrieved documents carry no document.id: their ids are hashes of "
+        "their text. " + HINTS.doc_id.replace("{", "{{").replace("}", "}}"),
+    ),
+    (
+        "not_joined",
+        "{not_joined} of {tried} runs matched no query id (join_key= or queries=); they keep "
+        "their trace id as sample id",
+    ),
+    (
+        "orphan_spans",
+        "{orphan_spans} spans have a parent that is not in the input (not exported?): they "
+        "were read as the top of their trace, and what their parent held (a run's question "
+        "or answer) is missing",
+    ),
+    (
+        "no_root_span",
+        "{no_root_span} traces have no root span in the input (a parent span was not "
+        "exported); they were read at the end",
+    ),
+    (
+        "duplicate_spans",
+        "{duplicate_spans} spans were in the input twice (a retried export?); each was read once",
+    ),
+    (
+        "truncated_rankings",
+        "{truncated_rankings} retriever or reranker spans lost attributes (the span attribute "
+        "limit, 128 by default): their rankings are incomplete; raise "
+        "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+    ),
+    ("failed", "{failed} traces could not be turned into samples (logged on ragmeter_traces)"),
+    (
+        "dropped_traces",
+        "{dropped_traces} traces were dropped unfinished: more than max_open_traces were open "
+        "at once (a root span that never ended?)",
+    ),
+    ("late_spans", "{late_spans} spans arrived after their trace's root span and were left out"),
+)
+"""One warning per count that can be non-zero, in the order they are reported."""
+
+
 def notes_of(counts: Mapping[str, int]) -> list[str]:
-    """The warnings a conversion's counts call for."""
-    notes = []
-    if counts.get("no_run"):
-        notes.append(
-            f"{counts['no_run']} of {counts['traces']} traces have no CHAIN or AGENT span "
-            "(no run to make a sample of; see root_kinds=)"
-        )
-    if counts.get("no_retriever"):
-        notes.append(
-            f"{counts['no_retriever']} of {counts['runs']} runs have no retriever span: they "
-            "have no ranking, and score 0 where they are judged"
-        )
-    if counts.get("hashed_doc_ids"):
-        notes.append(
-            f"{counts['hashed_doc_ids']} retrieved documents carry no document.id: their ids "
-            "are hashes of their text. " + HINTS.doc_id
-        )
-    if counts.get("not_joined"):
-        notes.append(
-            f"{counts['not_joined']} of {counts['joined'] + counts['not_joined']} runs matched "
-            "no query id (join_key= or queries=); they keep their trace id as sample id"
-        )
-    if counts.get("orphan_spans"):
-        notes.append(
-            f"{counts['orphan_spans']} spans have a parent that is not in the input (not "
-            "exported?): they were read as the top of their trace, and what their parent "
-            "held (a run's question or answer) is missing"
-        )
-    if counts.get("no_root_span"):
-        notes.append(
-            f"{counts['no_root_span']} traces have no root span in the input (a parent span "
-            "was not exported); they were read at the end"
-        )
-    if counts.get("duplicate_spans"):
-        notes.append(
-            f"{counts['duplicate_spans']} spans were in the input twice (a retried export?); "
-            "each was read once"
-        )
-    if counts.get("truncated_rankings"):
-        notes.append(
-            f"{counts['truncated_rankings']} retriever or reranker spans lost attributes (the "
-            "span attribute limit, 128 by default): their rankings are incomplete; raise "
-            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"
-        )
-    if counts.get("failed"):
-        notes.append(
-            f"{counts['failed']} traces could not be turned into samples (logged on "
-            "ragmeter_traces)"
-        )
-    if counts.get("dropped_traces"):
-        notes.append(
-            f"{counts['dropped_traces']} traces were dropped unfinished: more than "
-            "max_open_traces were open at once (a root span that never ended?)"
-        )
-    if counts.get("late_spans"):
-        notes.append(
-            f"{counts['late_spans']} spans arrived after their trace's root span and were left out"
-        )
-    return notes
+    """The warnings a conversion's counts call for (one per non-zero problem count)."""
+    values = {**counts, "tried": counts.get("joined", 0) + counts.get("not_joined", 0)}
+    return [template.format_map(values) for key, template in _NOTES if counts.get(key)]
 
 
 def read(
