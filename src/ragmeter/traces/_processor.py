@@ -20,7 +20,8 @@ from opentelemetry.sdk.trace import SpanProcessor as _OtelSpanProcessor
 from ragmeter.capture import SampleStore, Scope, scope_for
 from ragmeter.io.otel import TraceSpan, spans_from_sdk
 from ragmeter.schema import CONTEXT
-from ragmeter.traces._convert import DocIdRule, runs_of_trace
+from ragmeter.traces._convert import runs_of_trace
+from ragmeter.traces._documents import DocIdRule
 from ragmeter.traces._read import HINTS, TraceSamples, _config, _options, logger
 
 __all__ = ["SpanProcessor"]

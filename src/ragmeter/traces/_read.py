@@ -14,7 +14,8 @@ from ragmeter.errors import InvalidInputError, NoSamplesError
 from ragmeter.io.otel import TraceSpan, iter_otlp_batches, spans_from_phoenix, spans_from_sdk
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import CONTEXT, RagSample
-from ragmeter.traces._convert import Conversion, DocIdRule, TraceRun, runs_of_trace
+from ragmeter.traces._convert import Conversion, TraceRun, runs_of_trace
+from ragmeter.traces._documents import DocIdRule
 
 __all__ = ["TraceSamples", "batches_of", "group_traces", "iter_samples", "read", "spans_of"]
 
