@@ -31,6 +31,7 @@ __all__ = [
     "average_precision",
     "dcg_at_k",
     "hit_rate_at_k",
+    "judged_at_k",
     "ndcg_at_k",
     "precision_at_k",
     "recall_at_k",
@@ -201,3 +202,21 @@ def hit_rate_at_k(
     """
     check_k(k)
     return 1.0 if _relevant_hit_ranks(ranked, relevant, k, relevance_level) else 0.0
+
+
+def judged_at_k(ranked: Sequence[str], judgements: Mapping[str, object], k: int) -> float:
+    """The share of the top ``k`` that is judged (has any grade, 0 included), as
+    ir_measures' ``Judged@k``: judged docs among the first ``min(k, len(ranked))`` divided
+    by that number; ``0.0`` for an empty ranking. A low value says the other scores are
+    lower bounds: unjudged docs count as non-relevant.
+
+    >>> judged_at_k(['d1', 'new', 'd2', 'new2'], {'d1': 1, 'd2': 0}, 10)
+    0.5
+    >>> judged_at_k(['d1', 'new'], {'d1': 1}, 1), judged_at_k([], {'d1': 1}, 10)
+    (1.0, 0.0)
+    """
+    check_k(k)
+    top = ranked[:k]
+    if not top:
+        return 0.0
+    return sum(1 for doc in top if doc in judgements) / len(top)
