@@ -275,9 +275,18 @@ def iter_otlp_batches(path: str | os.PathLike[str]) -> Iterator[list[TraceSpan]]
     spans an exporter wrote together), for readers that group spans into traces."""
     where = str(path)
     loads = json.loads
+    fast, unhandled = _fast_decoder() or (None, Exception)
     for lineno, raw in raw_lines(path):
         if not raw.strip():
             continue
+        if fast is not None:
+            try:
+                spans = fast(raw, TraceSpan, _hex_id, _ERROR_CODES, _REMOTE_PARENT)
+            except unhandled:
+                pass  # the json reader below reads the line (and words any error)
+            else:
+                yield spans
+                continue
         try:
             data = loads(raw)
         except ValueError as exc:
@@ -286,6 +295,20 @@ def iter_otlp_batches(path: str | os.PathLike[str]) -> Iterator[list[TraceSpan]]
             yield [_otlp_span(span, scope) for span, scope in _line_spans(data)]
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             raise DataFormatError(str(exc), path=where, line=lineno) from None
+
+
+def _fast_decoder() -> tuple[Any, type[Exception]] | None:
+    """The ``msgspec`` line decoder (``ragmeter[otel]``) and the exception it raises for a
+    line it leaves to the ``json`` reader, else ``None`` (``json`` only). With the
+    environment variable ``RAGMETER_OTLP_JSON=1`` only the ``json`` reader reads (the
+    reference, for comparisons)."""
+    if os.environ.get("RAGMETER_OTLP_JSON"):
+        return None
+    try:
+        from ragmeter.io._otlp_fast import Unhandled, decode_line
+    except ImportError:  # msgspec is not installed
+        return None
+    return decode_line, Unhandled
 
 
 # --------------------------------------------------------------------------- the SDK's spans

@@ -19,9 +19,39 @@ _REPR_ID = re.compile(r"^Document\(id=([^,)]+)")
 _REPR_CONTENT = re.compile(r"content: '(.*?)'(?:, (?:meta|score|embedding)|\)$)", re.S)
 
 
-def _output_documents(
-    attrs: Mapping[str, Any], key: str | None = None
-) -> list[dict[str, Any]] | None:
+class Docs:
+    """A span's documents as columns, position by position: ``ids``, ``texts`` and
+    ``metas`` (the raw ``document.id``/``content``/``metadata`` values, ``None`` where a
+    document has none; ``metas`` is all ``None`` when the doc-id rule does not read it)."""
+
+    __slots__ = ("ids", "metas", "texts")
+
+    def __init__(self, ids: list[Any], texts: list[Any], metas: list[Any] | None = None) -> None:
+        self.ids = ids
+        self.texts = texts
+        self.metas = metas if metas is not None else [None] * len(ids)
+
+    @classmethod
+    def of(cls, items: Sequence[Mapping[str, Any]]) -> Docs:
+        """Columns from document dicts (``id``, ``content``, ``metadata``)."""
+        return cls(
+            [d.get("id") for d in items],
+            [d.get("content") for d in items],
+            [d.get("metadata") for d in items],
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The documents as dicts, as a ``doc_id`` function is given them."""
+        return [
+            {"id": i, "content": t, "metadata": m}
+            for i, t, m in zip(self.ids, self.texts, self.metas, strict=True)
+        ]
+
+
+def _output_documents(attrs: Mapping[str, Any], key: str | None = None) -> Docs | None:
     """Documents in a span's JSON ``output.value``: a list of LangChain documents (``id``,
     ``page_content``, ``metadata``), or under ``"documents"``; Haystack writes each as its
     repr (``Document(id=d1, content: '...', ...)``)."""
@@ -41,7 +71,7 @@ def _output_documents(
     return _as_documents(data)
 
 
-def _as_documents(items: Sequence[Any]) -> list[dict[str, Any]] | None:
+def _as_documents(items: Sequence[Any]) -> Docs | None:
     out: list[dict[str, Any]] = []
     for item in items:
         if isinstance(item, Mapping) and ("page_content" in item or "content" in item):
@@ -58,7 +88,7 @@ def _as_documents(items: Sequence[Any]) -> list[dict[str, Any]] | None:
             )
         else:
             return None
-    return out
+    return Docs.of(out)
 
 
 def _documents(
@@ -66,53 +96,65 @@ def _documents(
     fields: tuple[str, ...] = ("id", "content", "metadata"),
     dropped: int = 0,
     expected: str = "retrieval.documents",
-) -> tuple[dict[str, list[dict[str, Any]]], int]:
-    """``{"retrieval.documents": [{"id": ..., "content": ...}, ...], ...}`` from flat keys
+) -> tuple[dict[str, Docs], int]:
+    """``{"retrieval.documents": Docs(ids, texts, metas), ...}`` from flat keys
     (``retrieval.documents.3.document.id``), in position order, and how many positions are
     missing before the last one (a span whose first attributes were dropped by the SDK's
     attribute limit keeps only its last documents).
 
-    Positions 0, 1, ... are looked up directly (the usual, complete case); a span that lost
+    Positions 0, 1, ... are read directly (the usual, complete case); a span that lost
     attributes (``dropped``), has documents past the first empty position, or none at the
     first position of its ``expected`` list while holding document keys, is read key by key
     instead."""
     if dropped:
         return _scan_documents(attrs, fields)
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, Docs] = {}
     get = attrs.get
     with_metadata = "metadata" in fields
     for name in _DOC_LISTS:
-        ids, texts = _keys(name, "id"), _keys(name, "content")
-        metas = _keys(name, "metadata")
-        docs: list[dict[str, Any]] = []
-        i = 0
-        while True:
-            if i + 3 > len(ids):
-                _grow_keys(i + 3)
-                ids, texts, metas = (
-                    _keys(name, "id"),
-                    _keys(name, "content"),
-                    _keys(name, "metadata"),
-                )
-            ident, text = get(ids[i]), get(texts[i])
-            meta = get(metas[i]) if with_metadata else None
-            if ident is None and text is None and meta is None:
-                break
-            docs.append({"id": ident, "content": text, "metadata": meta})
-            i += 1
-        for later in (i + 1, i + 2):  # a gap: documents after an empty position
+        ids, texts, metas = _keys(name)
+        id_col, text_col = _column(get, ids), _column(get, texts)
+        meta_col = _column(get, metas) if with_metadata else []
+        n = max(len(id_col), len(text_col), len(meta_col))
+        if n + 3 > len(ids):
+            _grow_keys(n + 3)
+            return _documents(attrs, fields, dropped, expected)
+        for later in (n, n + 1, n + 2):  # a gap: documents after an empty position
             if get(ids[later]) is not None or get(texts[later]) is not None:
                 return _scan_documents(attrs, fields)
-        if docs:
-            found[name] = docs
+            if with_metadata and later == n and get(metas[later]) is not None:
+                return _scan_documents(attrs, fields)
+        if n:
+            found[name] = Docs(
+                _filled(get, ids, id_col, n),
+                _filled(get, texts, text_col, n),
+                _filled(get, metas, meta_col, n) if with_metadata else None,
+            )
     if expected not in found and any(key.startswith(_DOC_STARTS) for key in attrs):
         return _scan_documents(attrs, fields)  # no first position: a gap at the start?
     return found, 0
 
 
+def _column(get: Callable[[str], Any], keys: list[str]) -> list[Any]:
+    """The values of ``keys`` up to the first one absent (``None``)."""
+    out: list[Any] = []
+    for value in map(get, keys):
+        if value is None:
+            break
+        out.append(value)
+    return out
+
+
+def _filled(get: Callable[[str], Any], keys: list[str], column: list[Any], n: int) -> list[Any]:
+    """``column`` read on to position ``n`` (a field some documents lack: ``None`` there)."""
+    if len(column) < n:
+        column.extend(map(get, keys[len(column) : n]))
+    return column
+
+
 def _scan_documents(
     attrs: Mapping[str, Any], fields: tuple[str, ...]
-) -> tuple[dict[str, list[dict[str, Any]]], int]:
+) -> tuple[dict[str, Docs], int]:
     """:func:`_documents` by reading every key (positions with gaps)."""
     by_position: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attrs.items():
@@ -125,28 +167,30 @@ def _scan_documents(
                     docs = by_position.setdefault(name, {})
                     docs.setdefault(int(index), {})[part] = value
                 break
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, Docs] = {}
     missing = 0
     for name, docs in by_position.items():
         positions = sorted(docs)
         missing += positions[-1] + 1 - len(positions)
-        out[name] = [docs[i] for i in positions]
+        out[name] = Docs.of([docs[i] for i in positions])
     return out, missing
 
 
 _DOC_LISTS = ("retrieval.documents", "reranker.output_documents", "reranker.input_documents")
-_KEY_CACHE: dict[tuple[str, str], list[str]] = {}
+_KEY_CACHE: dict[str, tuple[list[str], list[str], list[str]]] = {}
 _KEY_COUNT = [64]
 """How many positions' flat keys (``retrieval.documents.7.document.id``) are made, once."""
 
 
-def _keys(name: str, part: str) -> list[str]:
-    keys = _KEY_CACHE.get((name, part))
-    if keys is None or len(keys) < _KEY_COUNT[0]:
-        keys = _KEY_CACHE[name, part] = [
-            f"{name}.{i}.document.{part}" for i in range(_KEY_COUNT[0])
-        ]
-    return keys
+def _keys(name: str) -> tuple[list[str], list[str], list[str]]:
+    """The flat id, content and metadata keys of a document list, position by position."""
+    keys = _KEY_CACHE.get(name)
+    if keys is None or len(keys[0]) < _KEY_COUNT[0]:
+        keys = _KEY_CACHE[name] = tuple(  # type: ignore[assignment]
+            [f"{name}.{i}.document.{part}" for i in range(_KEY_COUNT[0])]
+            for part in ("id", "content", "metadata")
+        )
+    return keys  # type: ignore[return-value]
 
 
 def _grow_keys(needed: int) -> None:
@@ -162,19 +206,15 @@ _DOC_PREFIXES = (
 _DOC_STARTS = tuple(prefix for prefix, _ in _DOC_PREFIXES)
 
 
-def _ids_and_texts(
-    documents: Sequence[Mapping[str, Any]], rule: DocIdRule
-) -> tuple[list[str | None], list[str], int]:
-    texts = [
-        text if (text := doc.get("content")).__class__ is str else _text(text) for doc in documents
-    ]
+def _ids_and_texts(documents: Docs, rule: DocIdRule) -> tuple[list[str | None], list[str], int]:
+    texts = [text if text.__class__ is str else _text(text) for text in documents.texts]
     if rule is None or rule == "id":
         ids = [
-            ident if (ident := doc.get("id")).__class__ is str and ident else _plain_id(ident)
-            for doc in documents
+            ident if ident.__class__ is str and ident else _plain_id(ident)
+            for ident in documents.ids
         ]
     else:
-        ids = [_doc_id(doc, rule) for doc in documents]
+        ids = [_doc_id(doc, rule) for doc in documents.dicts()]
     hashed = 0 if rule == "content" else ids.count(None)
     return ids, texts, hashed
 

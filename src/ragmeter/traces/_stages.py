@@ -11,6 +11,7 @@ from ragmeter.io.otel import TraceSpan
 from ragmeter.traces._documents import (
     _DOC_STARTS,
     DocIdRule,
+    Docs,
     _as_documents,
     _documents,
     _ids_and_texts,
@@ -44,7 +45,7 @@ def _stage_of(
             output = _output_documents(attrs)
             if output is None and parent_span.kind == kind_of:
                 return None  # an inner call of the same retriever (LlamaIndex's _retrieve)
-            documents = {"output": output or []}
+            documents = {"output": output or Docs([], [])}
         return _make_stage(
             span, run, options, enclosing, documents, kind, _span_stage_name(span, run), False
         )
@@ -94,7 +95,7 @@ def _make_stage(
     run: TraceRun,
     options: Conversion,
     enclosing: list[StageRecord],
-    documents: Mapping[str, list[dict[str, Any]]],
+    documents: Mapping[str, Docs],
     kind: str,
     name: str,
     marked: bool,
@@ -116,7 +117,7 @@ def _make_stage(
     if output is None and span.error is not None:
         stage.failed(span.error)
     else:
-        _finish_stage(stage, span, run, options, output or [], documents, marked, parent)
+        _finish_stage(stage, span, run, options, output or Docs([], []), documents, marked, parent)
     stage.end = span.end / 1e9
     run.add_stage(stage)
     run.stage_spans[id(stage)] = span.span_id
@@ -128,15 +129,15 @@ def _finish_stage(
     span: TraceSpan,
     run: TraceRun,
     options: Conversion,
-    output: list[dict[str, Any]],
-    documents: Mapping[str, list[dict[str, Any]]],
+    output: Docs,
+    documents: Mapping[str, Docs],
     marked: bool,
     parent: StageRecord | None,
 ) -> None:
-    if output and all(d.get("id") in (None, "") for d in output):
+    if output and all(i is None or i == "" for i in output.ids):
         fallback = _output_documents(span.attributes)  # LangChain: ids only in output.value
         if fallback is not None and len(fallback) == len(output):
-            output = [{**d, "id": alt.get("id")} for d, alt in zip(output, fallback, strict=True)]
+            output = Docs(fallback.ids, output.texts, output.metas)
     ids, texts, hashed = _ids_and_texts(output, options.doc_id)
     if hashed:
         options.counts["hashed_doc_ids"] += hashed
@@ -188,7 +189,7 @@ def _span_stage_name(span: TraceSpan, run: TraceRun) -> str:
 
 
 def _consumed(
-    documents: list[dict[str, Any]], stages: Iterable[StageRecord], rule: DocIdRule
+    documents: Docs, stages: Iterable[StageRecord], rule: DocIdRule
 ) -> StageRecord | None:
     """The earlier stage whose ranking a reranker was given (its documents, in order)."""
     ids = _ids_and_texts(documents, rule)[0]

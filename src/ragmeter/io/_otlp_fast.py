@@ -1,0 +1,194 @@
+"""OTLP/JSON lines decoded straight into typed records with ``msgspec`` (when installed).
+
+``json.loads`` builds a dict for every attribute and every value; most of a trace's time
+went there and into reading those dicts back. With ``msgspec`` (in ``ragmeter[otel]``) a
+line decodes into the typed records below in one pass, unknown fields skipped, and spans
+are built from them. The result is the same :class:`~ragmeter.io.otel.TraceSpan` list the
+``json`` reader makes: any line this reader does not take on exactly (a decode or type
+error, an empty attribute value, an error status without a message) raises
+:class:`Unhandled`, and the caller reads that line with the ``json`` reader, which also
+words every error. A test reads every fixture and generated line both ways.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+__all__ = ["Unhandled", "decode_line"]
+
+
+class Unhandled(Exception):
+    """This line is the ``json`` reader's to read (or to word the error of)."""
+
+
+class _ArrayValue(msgspec.Struct):
+    values: list[_AnyValue] | None = None
+
+
+class _KeyValueList(msgspec.Struct):
+    values: list[_KeyValue] | None = None
+
+
+class _AnyValue(msgspec.Struct):
+    stringValue: str | None = None
+    intValue: int | str | None = None
+    doubleValue: float | str | None = None
+    boolValue: bool | None = None
+    arrayValue: _ArrayValue | None = None
+    kvlistValue: _KeyValueList | None = None
+    bytesValue: str | None = None
+
+
+class _KeyValue(msgspec.Struct):
+    key: str
+    value: _AnyValue  # required: a line with an attribute without one is the json reader's
+
+
+class _Status(msgspec.Struct):
+    code: int | str | None = None
+    message: str | None = None
+
+
+class _Span(msgspec.Struct):
+    traceId: str | None = None
+    spanId: str | None = None
+    parentSpanId: str | None = None
+    name: str | None = None
+    startTimeUnixNano: int | str | None = None
+    endTimeUnixNano: int | str | None = None
+    attributes: list[_KeyValue] | None = None
+    status: _Status | None = None
+    flags: int | str | None = None
+    droppedAttributesCount: int | str | None = None
+
+
+class _Scope(msgspec.Struct):
+    name: str | None = None
+
+
+class _ScopeSpans(msgspec.Struct):
+    scope: _Scope | None = None
+    instrumentationLibrary: _Scope | None = None
+    spans: list[_Span] | None = None
+
+
+class _ResourceSpans(msgspec.Struct):
+    scopeSpans: list[_ScopeSpans] | None = None
+    instrumentationLibrarySpans: list[_ScopeSpans] | None = None
+
+
+class _TracesData(msgspec.Struct):
+    resourceSpans: list[_ResourceSpans]
+
+
+_DECODE = msgspec.json.Decoder(_TracesData).decode
+_EMPTY = _AnyValue()
+
+
+def _value(value: _AnyValue) -> Any:
+    """An ``AnyValue`` as :func:`ragmeter.io.otel` reads it (the first field set wins)."""
+    if value.stringValue is not None:
+        return value.stringValue
+    if value.intValue is not None:
+        return int(value.intValue)
+    if value.doubleValue is not None:
+        number = value.doubleValue
+        return number if number.__class__ is float else float(number)
+    if value.boolValue is not None:
+        return value.boolValue
+    if value.arrayValue is not None:
+        return tuple(_value(v) for v in value.arrayValue.values or ())
+    if value.kvlistValue is not None:
+        return {kv.key: _value(kv.value) for kv in value.kvlistValue.values or ()}
+    if value.bytesValue is not None:
+        return base64.b64decode(value.bytesValue)
+    return None
+
+
+def _other(value: _AnyValue) -> Any:
+    if value == _EMPTY:
+        raise Unhandled  # ``{}``: the json reader skips the attribute; keep one rule, its
+    return _value(value)
+
+
+def _attributes(items: list[_KeyValue] | None) -> dict[str, Any]:
+    if not items:
+        return {}
+    return {  # text first, then a float (a document's score), as :func:`_value` reads them
+        kv.key: text
+        if (text := (v := kv.value).stringValue) is not None
+        else number
+        if (number := v.doubleValue).__class__ is float and v.intValue is None
+        else _other(v)
+        for kv in items
+    }
+
+
+def decode_line(
+    raw: bytes,
+    make: Callable[..., Any],
+    hex_id: Callable[[Any, int, str], str],
+    error_codes: frozenset[Any],
+    remote_parent: int,
+) -> list[Any]:
+    """The spans of one OTLP/JSON line, each made by ``make`` with
+    :class:`~ragmeter.io.otel.TraceSpan`'s arguments; raises :class:`Unhandled` for a line
+    the ``json`` reader must read."""
+    try:
+        data = _DECODE(raw)
+        seen: dict[str, str] = {}  # a line's ids repeat (a trace id on every span)
+
+        def ident(value: Any, size: int, what: str) -> str:
+            got = seen.get(value)
+            if got is None or len(got) != 2 * size:
+                got = seen[value] = hex_id(value, size, what)
+            return got
+
+        out = []
+        for resource in data.resourceSpans:
+            scopes = resource.scopeSpans
+            if scopes is None:
+                scopes = resource.instrumentationLibrarySpans or []
+            for scope in scopes:
+                about = scope.scope or scope.instrumentationLibrary
+                name = (about.name or "") if about is not None else ""
+                for span in scope.spans or ():
+                    out.append(_span(span, name, make, ident, error_codes, remote_parent))
+        return out
+    except (msgspec.DecodeError, ValueError, TypeError):
+        raise Unhandled from None
+
+
+def _span(
+    span: _Span,
+    scope: str,
+    make: Callable[..., Any],
+    hex_id: Callable[[Any, int, str], str],
+    error_codes: frozenset[Any],
+    remote_parent: int,
+) -> Any:
+    error = None
+    status = span.status
+    if status is not None and status.code in error_codes:
+        if not status.message:
+            raise Unhandled  # the exception event says what failed: the json reader reads it
+        error = status.message
+    parent = span.parentSpanId
+    if parent and int(span.flags or 0) & remote_parent == remote_parent:
+        parent = None
+    return make(
+        hex_id(span.traceId, 16, "traceId"),
+        hex_id(span.spanId, 8, "spanId"),
+        hex_id(parent, 8, "parentSpanId") if parent else None,
+        span.name or "",
+        _attributes(span.attributes),
+        int(span.startTimeUnixNano or 0),
+        int(span.endTimeUnixNano or 0),
+        error,
+        scope,
+        int(span.droppedAttributesCount or 0),
+    )
