@@ -306,3 +306,15 @@ except Exception as exc:
     ).stdout.splitlines()
     assert out[0] == "5"
     assert out[1].startswith("MissingDependencyError") and "ragmeter[otel]" in out[1]
+
+
+@pytest.mark.parametrize("doc_id", [None, "content"])
+def test_a_reranker_names_the_stage_it_reranked_whatever_the_doc_id_rule(
+    doc_id: str | None,
+) -> None:
+    """With ``doc_id="content"`` every id is a hash of the text; the reranker's input
+    documents are known by the same hashes, so it still names the retriever it reranked."""
+    sample = read(DATA / "llamaindex" / "rerank.jsonl", doc_id=doc_id).samples[0]
+    stages = {stage.name: stage for stage in sample.stages or ()}
+    assert stages["OverlapRerank"].inputs == ["BM25Retriever"]
+    assert stages["OverlapRerank"].ids == sample.retrieved_ids

@@ -370,6 +370,8 @@ def _llm(span: TraceSpan, run: TraceRun, counted: bool) -> tuple[str | None, boo
         run.model = model
     last: tuple[int, str] | None = None
     for key, value in attrs.items():
+        if not key.startswith("llm.output_messages."):
+            continue
         match = _OUT_MESSAGE.match(key)
         if match and isinstance(value, str) and (last is None or int(match.group(1)) >= last[0]):
             last = (int(match.group(1)), value)

@@ -113,6 +113,8 @@ def _documents(
     with_metadata = "metadata" in fields
     for name in _DOC_LISTS:
         ids, texts, metas = _keys(name)
+        if _absent(get, ids, texts) and (not with_metadata or get(metas[0]) is None):
+            continue  # no such list: nothing at its first three positions
         id_col, text_col = _column(get, ids), _column(get, texts)
         meta_col = _column(get, metas) if with_metadata else []
         n = max(len(id_col), len(text_col), len(meta_col))
@@ -133,6 +135,19 @@ def _documents(
     if expected not in found and any(key.startswith(_DOC_STARTS) for key in attrs):
         return _scan_documents(attrs, fields)  # no first position: a gap at the start?
     return found, 0
+
+
+def _absent(get: Callable[[str], Any], ids: list[str], texts: list[str]) -> bool:
+    """No id and no text at the first three positions of a list (nothing to read, and no
+    gap to look for)."""
+    return (
+        get(ids[0]) is None
+        and get(texts[0]) is None
+        and get(ids[1]) is None
+        and get(texts[1]) is None
+        and get(ids[2]) is None
+        and get(texts[2]) is None
+    )
 
 
 def _column(get: Callable[[str], Any], keys: list[str]) -> list[Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ragmeter.capture import StageRecord, frontier
+from ragmeter.capture import StageRecord, content_doc_id, frontier
 from ragmeter.io.otel import TraceSpan
 from ragmeter.traces._documents import (
     _DOC_STARTS,
@@ -191,8 +191,11 @@ def _span_stage_name(span: TraceSpan, run: TraceRun) -> str:
 def _consumed(
     documents: Docs, stages: Iterable[StageRecord], rule: DocIdRule
 ) -> StageRecord | None:
-    """The earlier stage whose ranking a reranker was given (its documents, in order)."""
-    ids = _ids_and_texts(documents, rule)[0]
+    """The earlier stage whose ranking a reranker was given (its documents, in order; a
+    document without an id is known by the hash of its text, as the stages know it)."""
+    ids, texts, _ = _ids_and_texts(documents, rule)
+    if None in ids:
+        ids = [content_doc_id(t) if i is None else i for i, t in zip(ids, texts, strict=True)]
     for stage in reversed(list(stages)):
         if stage.finished and stage.ids == ids:
             return stage
