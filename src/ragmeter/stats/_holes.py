@@ -157,7 +157,7 @@ def _judged(run: RunLike, qrels: Mapping[str, Mapping[str, float]], k: int) -> f
 
 def _check_grade_map(grade_map: Mapping[int, float] | None) -> dict[int, float]:
     if grade_map is None:
-        return {g: float(g) for g in GRADES}
+        return {g: g for g in GRADES}
     missing = [g for g in GRADES if g not in grade_map]
     if missing:
         raise InvalidInputError(
@@ -169,7 +169,7 @@ def _check_grade_map(grade_map: Mapping[int, float] | None) -> dict[int, float]:
             raise InvalidInputError(
                 f"grade_map[{g}] must be an integer grade (TREC qrels hold integers), got {value!r}"
             )
-    return {g: float(grade_map[g]) for g in GRADES}
+    return {g: int(grade_map[g]) for g in GRADES}  # TREC grades are integers
 
 
 def _measure_agreement(
