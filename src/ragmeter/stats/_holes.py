@@ -410,7 +410,9 @@ def _result(
     outside = sorted(human_labels - set(grades.values()))
     if outside:
         result.notes.append(
-            f"the human qrels use grades {outside} the judge's scale (0-3 through grade_map) "
-            "never gives: pass grade_map= to put the judge's grades on the qrels' scale"
+            f"the human qrels use grades {outside} that no judge grade becomes (the judge's "
+            f"0, 1, 2, 3 enter the qrels as {[grades[g] for g in GRADES]}); if the two scales "
+            "differ, pass grade_map= (CLI: --grade-map) to put the judge's grades on the qrels' "
+            "scale"
         )
     return result

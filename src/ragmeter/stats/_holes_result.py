@@ -242,35 +242,39 @@ class HoleFilling:
             lines.append(f"{label:>{width}g}  {cells}")
         return lines
 
+    def summary_lines(self) -> list[str]:
+        """The heading, the counts and the judge's cost (or, on a dry run, the estimate)."""
+        if self.dry_run:
+            est = self.estimate
+            lines = [f"Dry run: {self.n_holes} holes in the top {self.depth}; nothing was sent"]
+            if est is not None:
+                lines.append(
+                    f"judge calls to send: {est.calls} (already cached: {est.cached}); "
+                    f"estimated input tokens: {est.input_tokens} (about 4 characters per token)"
+                )
+            return lines
+        lines = [
+            f"Holes filled by the judge: top {self.depth}, {self.metric}",
+            f"holes: {self.n_holes}; graded: {self.n_filled}; no grade: {self.n_failed} "
+            f"({self.bad_replies} bad replies); no text: {self.n_skipped}",
+            f"judge calls: {self.calls} sent, {self.cache_hits} from the cache; tokens: "
+            f"{self.input_tokens} in, {self.output_tokens} out",
+        ]
+        if self.incomplete:
+            lines.append(f"incomplete: {self.stop_reason}")
+        return lines
+
     def to_text(self) -> str:
         """A plain-text report: counts and cost, the systems side by side, the agreement."""
-        head = f"Holes filled by the judge: top {self.depth}, {self.metric}"
-        if self.dry_run and self.estimate is not None:
-            est = self.estimate
-            lines = [
-                f"Dry run: {self.n_holes} holes in the top {self.depth}; nothing was sent",
-                f"judge calls to send: {est.calls} (already cached: {est.cached}); estimated "
-                f"input tokens: {est.input_tokens} (about 4 characters per token)",
-            ]
-        else:
-            lines = [
-                head,
-                f"holes: {self.n_holes}; graded: {self.n_filled}; no grade: {self.n_failed} "
-                f"({self.bad_replies} bad replies); no text: {self.n_skipped}",
-                f"judge calls: {self.calls} sent, {self.cache_hits} from the cache; tokens: "
-                f"{self.input_tokens} in, {self.output_tokens} out",
-            ]
-            if self.incomplete:
-                lines.append(f"incomplete: {self.stop_reason}")
+        lines = self.summary_lines()
         rows = self.system_rows()
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for r in rows:
-            lines.append(
-                "  ".join(
-                    c.ljust(w) if i == 0 else c.rjust(w)
-                    for i, (c, w) in enumerate(zip(r, widths, strict=True))
-                ).rstrip()
-            )
+            cells = [
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ]
+            lines.append("  ".join(cells).rstrip())
         if not self.dry_run:
             lines.extend(self.agreement_lines())
         lines.extend(f"note: {n}" for n in self.notes)
