@@ -72,8 +72,8 @@ def cohen_kappa(
 
     >>> cohen_kappa([0, 1, 2, 3], [0, 1, 2, 3])
     1.0
-    >>> round(cohen_kappa([0, 1, 2, 3, 3], [0, 2, 2, 3, 1], weights="quadratic"), 4)
-    0.6
+    >>> round(cohen_kappa([0, 1, 2, 3, 3], [0, 2, 2, 3, 1], weights="quadratic"), 4)  # = sklearn's
+    0.5902
     """
     if weights not in (None, "linear", "quadratic"):
         raise InvalidInputError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
