@@ -16,6 +16,7 @@ import math
 import os
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ragmeter._types import Qrels, RunLike
@@ -134,15 +135,14 @@ def _score(qrels: Qrels, run: RunLike, metric: str, k: int, level: float | None)
 
 
 def _try_score(qrels: Qrels, run: RunLike, metric: str, k: int, level: float | None) -> float:
-    """The score, or NaN when the sample qrels leave nothing to score for this run."""
+    """The score, or NaN when the sample's qrels leave nothing to score for this run (no
+    query of theirs ranked, or none with a relevant grade)."""
+    if not any(str(q) in qrels for q in run):
+        return math.nan
     try:
         return _score(qrels, run, metric, k, level)
     except NoScorableQueriesError:
         return math.nan
-    except InvalidInputError as exc:
-        if "no judged query" in str(exc):
-            return math.nan
-        raise
 
 
 def _judged(run: RunLike, qrels: Mapping[str, Mapping[str, float]], k: int) -> float:
@@ -239,27 +239,38 @@ def _merge(
     return merged, added
 
 
-def _system(
-    name: str,
-    run: RunLike,
-    qrels: Mapping[str, Mapping[str, float]],
-    merged: Mapping[str, Mapping[str, float]] | None,
-    added: Mapping[str, Mapping[str, float]],
-    *,
-    metric: str,
-    k: int,
-    depth: int,
-    level: float | None,
-) -> SystemFill:
-    holes = find_holes([run], qrels, depth=depth)
+@dataclass(frozen=True)
+class _Plan:
+    """What fill_holes settled before asking the judge anything."""
+
+    runs: dict[str, RunLike]
+    human: dict[str, dict[str, float]]
+    queries: dict[str, str]
+    docs: dict[str, str]
+    holes: dict[str, list[str]]
+    skipped: dict[str, list[str]]
+    sample: list[tuple[str, str, float]]
+    before: dict[str, tuple[float, float]]  # name -> (score, judged@k) with the human qrels
+    grades: dict[int, float]
+    metric: str
+    k: int
+    depth: int
+    level: float | None
+
+
+def _system(plan: _Plan, name: str, merged: Qrels | None, added: Qrels) -> SystemFill:
+    run = plan.runs[name]
+    holes = find_holes([run], plan.human, depth=plan.depth)
     graded = [added[q][d] for q, docs in holes.items() for d in docs if d in added.get(q, {})]
+    level = plan.level
     relevant = sum(g >= level if level is not None else g > 0 for g in graded)
+    before, judged_before = plan.before[name]
     return SystemFill(
         name=name,
-        before=_score(qrels, run, metric, k, level),
-        after=None if merged is None else _score(merged, run, metric, k, level),
-        judged_before=_judged(run, qrels, k),
-        judged_after=None if merged is None else _judged(run, merged, k),
+        before=before,
+        after=None if merged is None else _score(merged, run, plan.metric, plan.k, level),
+        judged_before=judged_before,
+        judged_after=None if merged is None else _judged(run, merged, plan.k),
         holes=sum(len(d) for d in holes.values()),
         filled=len(graded),
         relevant=relevant,
@@ -319,27 +330,33 @@ def fill_holes(
     the estimate.
     """
     k = _check_sizes(depth, k, sample_size)
-    grades = _check_grade_map(grade_map)
-    named = _named_runs(run)
-    human = {str(q): {str(d): g for d, g in docs.items()} for q, docs in qrels.items()}
-    query_texts, docs = _texts(corpus, queries)
-    holes = find_holes(list(named.values()), human, depth=depth)
-    holes, skipped = texts_for(holes, query_texts, docs, missing_text=missing_text)
-    sample = stratified_sample(_agreement_pool(named, human, depth), sample_size, seed=seed)
-    sample = [s for s in sample if s[0] in query_texts and s[1] in docs]
-    asked: dict[str, list[str]] = {}
-    for q, d, _ in sample:
-        asked.setdefault(q, []).append(d)
-    for q, ds in holes.items():
-        asked.setdefault(q, []).extend(ds)
     metric_obj = RelevanceGrade(judge=judge)
+    plan = _plan(
+        run,
+        qrels,
+        corpus,
+        queries,
+        depth=depth,
+        k=k,
+        metric=metric,
+        sample_size=sample_size,
+        seed=seed,
+        grades=_check_grade_map(grade_map),
+        missing_text=missing_text,
+        level=relevance_level,
+    )
+    asked: dict[str, list[str]] = {}
+    for q, d, _ in plan.sample:
+        asked.setdefault(q, []).append(d)
+    for q, ds in plan.holes.items():
+        asked.setdefault(q, []).extend(ds)
     cache = open_cache(judge_cache)
     try:
         grading = grade_documents(
             asked,
             metric=metric_obj,
-            queries=query_texts,
-            corpus=docs,
+            queries=plan.queries,
+            corpus=plan.docs,
             cache=cache,
             options=judge_options,
             dry_run=dry_run,
@@ -347,56 +364,79 @@ def fill_holes(
     finally:
         if cache is not None and not isinstance(judge_cache, JudgeCache):
             cache.close()  # opened here, closed here; the caller's own cache stays open
-    return _result(
-        named, human, holes, skipped, sample, grading, grades, metric, k, depth, relevance_level
+    return _result(plan, grading)
+
+
+def _plan(
+    run: RunLike | Mapping[str, RunLike],
+    qrels: Qrels,
+    corpus: Corpus,
+    queries: Mapping[str, str] | None,
+    *,
+    depth: int,
+    k: int,
+    metric: str,
+    sample_size: int,
+    seed: int,
+    grades: dict[int, float],
+    missing_text: MissingText,
+    level: float | None,
+) -> _Plan:
+    """Runs, texts, holes and the agreement sample, and every system's score with the human
+    qrels: any bad input (an unknown metric, a repeated doc) is refused before a call."""
+    named = _named_runs(run)
+    human = {str(q): {str(d): g for d, g in docs.items()} for q, docs in qrels.items()}
+    before = {
+        name: (_score(human, r, metric, k, level), _judged(r, human, k))
+        for name, r in named.items()
+    }
+    query_texts, docs = _texts(corpus, queries)
+    holes = find_holes(list(named.values()), human, depth=depth)
+    holes, skipped = texts_for(holes, query_texts, docs, missing_text=missing_text)
+    pool = [p for p in _agreement_pool(named, human, depth) if p[0] in query_texts and p[1] in docs]
+    return _Plan(
+        runs=named,
+        human=human,
+        queries=query_texts,
+        docs=docs,
+        holes=holes,
+        skipped=skipped,
+        sample=stratified_sample(pool, sample_size, seed=seed),
+        before=before,
+        grades=grades,
+        metric=metric,
+        k=k,
+        depth=depth,
+        level=level,
     )
 
 
-def _result(
-    named: Mapping[str, RunLike],
-    human: Mapping[str, Mapping[str, float]],
-    holes: dict[str, list[str]],
-    skipped: dict[str, list[str]],
-    sample: Sequence[tuple[str, str, float]],
-    grading: Grading,
-    grades: Mapping[int, float],
-    metric: str,
-    k: int,
-    depth: int,
-    level: float | None,
-) -> HoleFilling:
+def _result(plan: _Plan, grading: Grading) -> HoleFilling:
     dry = grading.run is None
-    merged, added = _merge(human, holes, grading, grades)
-    systems = [
-        _system(
-            name,
-            r,
-            human,
-            None if dry else merged,
-            added,
-            metric=metric,
-            k=k,
-            depth=depth,
-            level=level,
-        )
-        for name, r in named.items()
-    ]
+    merged, added = _merge(plan.human, plan.holes, grading, plan.grades)
+    systems = [_system(plan, name, None if dry else merged, added) for name in plan.runs]
     agreement = None
-    if sample and not dry:
+    if plan.sample and not dry:
         agreement = _measure_agreement(
-            sample, grading, grades, named, metric=metric, k=k, level=level
+            plan.sample,
+            grading,
+            plan.grades,
+            plan.runs,
+            metric=plan.metric,
+            k=plan.k,
+            level=plan.level,
         )
     result = HoleFilling(
         qrels=merged,
         judged_by_model=added,
-        holes=holes,
-        metric=f"{metric}@{k}",
-        k=k,
-        depth=depth,
+        holes=plan.holes,
+        metric=f"{plan.metric}@{plan.k}",
+        k=plan.k,
+        depth=plan.depth,
         systems=systems,
         agreement=agreement,
         failed=grading.failed,
-        skipped=skipped,
+        skipped=plan.skipped,
         bad_replies=grading.bad_replies,
         dry_run=dry,
         estimate=grading.estimate,
@@ -406,13 +446,14 @@ def _result(
         result.calls, result.cache_hits = jr.calls, jr.cache_hits
         result.input_tokens, result.output_tokens = jr.input_tokens, jr.output_tokens
         result.incomplete, result.stop_reason = jr.incomplete, jr.stop_reason
-    human_labels = {g for docs in human.values() for g in docs.values()}
-    outside = sorted(human_labels - set(grades.values()))
+    outside = sorted(
+        {g for docs in plan.human.values() for g in docs.values()} - set(plan.grades.values())
+    )
     if outside:
         result.notes.append(
             f"the human qrels use grades {outside} that no judge grade becomes (the judge's "
-            f"0, 1, 2, 3 enter the qrels as {[grades[g] for g in GRADES]}); if the two scales "
-            "differ, pass grade_map= (CLI: --grade-map) to put the judge's grades on the qrels' "
-            "scale"
+            f"0, 1, 2, 3 enter the qrels as {[plan.grades[g] for g in GRADES]}); if the two "
+            "scales differ, pass grade_map= (CLI: --grade-map) to put the judge's grades on "
+            "the qrels' scale"
         )
     return result
