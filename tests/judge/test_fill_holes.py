@@ -404,8 +404,15 @@ def test_bad_arguments_are_refused(cranfield, bm25) -> None:  # type: ignore[no-
         fill_holes(bm25, qrels, judge=object(), corpus=corpus, queries=queries)  # type: ignore[arg-type]
     truth = TruthJudge(corpus, queries, qrels)
     with pytest.raises(ragmeter.UnknownMetricError, match="nope"):  # before any judge call
-        fill_holes(bm25, qrels, judge=_judge(truth, "t"), corpus=corpus, queries=queries,
-                   metric="nope", judge_cache=None)  # fmt: skip
+        fill_holes(
+            bm25,
+            qrels,
+            judge=_judge(truth, "t"),
+            corpus=corpus,
+            queries=queries,
+            metric="nope",
+            judge_cache=None,
+        )
     assert truth.calls == 0
     with pytest.raises(InvalidInputError, match="needs the query texts"):
         fill_holes(bm25, qrels, judge=judge, corpus=corpus, judge_cache=None)
