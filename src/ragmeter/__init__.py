@@ -115,6 +115,7 @@ from ragmeter.stats import (
     GateResult,
     compare,
     compare_many,
+    fill_holes,
     gate,
     holm_bonferroni,
 )
@@ -196,6 +197,7 @@ __all__ = [
     "exact_match",
     "extract_claims",
     "faithfulness",
+    "fill_holes",
     "gate",
     "get_metric",
     "gold_coverage_by_chunk",

@@ -13,6 +13,8 @@ ragmeter`` never imports typer or rich). Commands:
   fusion, rerankers, the context) and what each step gained or lost, with a paired CI;
 * ``ragmeter compare`` and ``ragmeter gate`` compare two runs or reports, paired;
 * ``ragmeter traces FILE`` scores production traces (OTLP/JSON or a Phoenix export);
+* ``ragmeter fill-holes QRELS RUN... --judge MODULE:FACTORY`` grades the runs' unjudged top
+  documents with an LLM judge, measured first on judged ones, and writes augmented qrels;
 * ``ragmeter serve`` starts the HTTP server (extra ``server``).
 
 Output goes to stdout (a table, ``--json`` or ``--trec``); progress and warnings go to
@@ -23,14 +25,15 @@ bad data (a malformed line, an unknown metric, nothing to score).
 
 One module per command family, each a thin shell over one core call: :mod:`.retrieval`
 (``retrieval``, ``beir``, ``demo``), :mod:`.eval`, :mod:`.report`, :mod:`.stats`
-(``compare``, ``gate``), :mod:`.stages`, :mod:`.traces`, :mod:`.serve`; shared options in
-:mod:`._options`, rendering in :mod:`._tables`, judge loading in :mod:`._judges`, and the
-app with its one error-to-exit-code map in :mod:`._app`.
+(``compare``, ``gate``), :mod:`.stages`, :mod:`.traces`, :mod:`.fill_holes`, :mod:`.serve`;
+shared options in :mod:`._options`, rendering in :mod:`._tables`, judge loading in
+:mod:`._judges`, and the app with its one error-to-exit-code map in :mod:`._app`.
 """
 
 from __future__ import annotations
 
 from ragmeter.cli import eval as _eval  # noqa: F401 - registers `eval`
+from ragmeter.cli import fill_holes as _fill_holes  # noqa: F401 - registers `fill-holes`
 from ragmeter.cli import report as _report  # noqa: F401 - registers `report`
 from ragmeter.cli import retrieval as _retrieval  # noqa: F401 - `retrieval`, `beir`, `demo`
 from ragmeter.cli import serve as _serve  # noqa: F401 - registers `serve`

@@ -1,6 +1,7 @@
 """LLM-judged metrics with any framework's model as the judge: cached, bounded, honest."""
 
 from ragmeter.judge.cache import JudgeCache, cache_key, default_cache_path
+from ragmeter.judge.holes import RelevanceGrade, find_holes, parse_grade
 from ragmeter.judge.metrics import (
     AnswerRelevancy,
     Correctness,
@@ -43,6 +44,7 @@ __all__ = [
     "JudgeReply",
     "JudgeRun",
     "Message",
+    "RelevanceGrade",
     "TransientJudgeError",
     "VerdictError",
     "arun_judges",
@@ -50,8 +52,10 @@ __all__ = [
     "clean_identity",
     "default_cache_path",
     "estimate_judges",
+    "find_holes",
     "function_fingerprint",
     "is_transient",
+    "parse_grade",
     "parse_verdict",
     "run_judges",
 ]

@@ -14,16 +14,21 @@ noise, the way IR evaluation does it (Smucker, Allan & Carterette, CIKM 2007):
 
 :func:`compare_many` compares several systems against one baseline with Holm–Bonferroni
 adjusted p-values; :func:`gate` turns a comparison into a pass/fail regression decision.
+:func:`fill_holes` grades a run's unjudged top documents with an LLM judge and shows the
+scores before and after beside the judge's agreement with the human grades (Cohen's kappa,
+Kendall's tau: :func:`cohen_kappa`, :func:`kendall_tau`, :func:`confusion_matrix`).
 NumPy is imported only when a comparison runs, so ``import ragmeter`` stays light.
 
 One idea per module: ``_compare`` (two systems), ``_pairing`` (each side's scores and how
 they pair), ``_result`` (what a comparison found), ``_resampling`` (the tests and
-intervals), ``_many`` (several systems, Holm-Bonferroni), ``_gate`` (pass/fail); no
+intervals), ``_many`` (several systems, Holm-Bonferroni), ``_gate`` (pass/fail), ``_agreement`` (two
+raters: kappa, tau), ``_holes`` and ``_holes_result`` (holes filled by a judge); no
 rendering here (pages are written by :mod:`ragmeter.html`).
 """
 
 from __future__ import annotations
 
+from ragmeter.stats._agreement import cohen_kappa, confusion_matrix, kendall_tau
 from ragmeter.stats._base import (
     PRIMARY_RETRIEVAL_METRIC,
     TESTS,
@@ -34,6 +39,8 @@ from ragmeter.stats._base import (
 )
 from ragmeter.stats._compare import compare
 from ragmeter.stats._gate import GateResult, gate
+from ragmeter.stats._holes import fill_holes, stratified_sample
+from ragmeter.stats._holes_result import HoleFilling, JudgeAgreement, SystemFill
 from ragmeter.stats._many import ComparisonRow, ComparisonTable, compare_many, holm_bonferroni
 from ragmeter.stats._result import CompareResult, QueryChange
 
@@ -46,11 +53,19 @@ __all__ = [
     "ComparisonRow",
     "ComparisonTable",
     "GateResult",
+    "HoleFilling",
+    "JudgeAgreement",
     "OnMissing",
     "QueryChange",
+    "SystemFill",
     "TestName",
+    "cohen_kappa",
     "compare",
     "compare_many",
+    "confusion_matrix",
+    "fill_holes",
     "gate",
     "holm_bonferroni",
+    "kendall_tau",
+    "stratified_sample",
 ]
