@@ -185,7 +185,12 @@ def main() -> int:
         size = os.path.getsize(path)
         print(
             f"{args.traces:,} traces x 5 spans, documents of {args.chunk_chars} characters, "
-            f"{size / 2**20:.0f} MiB"
+            f"{size / 2**20:.0f} MiB; OTLP/JSON decoded with "
+            + (
+                "json (RAGMETER_OTLP_JSON=1)"
+                if os.environ.get("RAGMETER_OTLP_JSON")
+                else "msgspec if installed (ragmeter[otel])"
+            )
         )
 
         def floor() -> None:
