@@ -1,0 +1,226 @@
+"""One call computes any set of trec_eval measures over a run, per query and for ``all``.
+
+The per-query values are trec_eval's, keyed by the names trec_eval prints (``P_10``,
+``ndcg_cut_10``, ``iprec_at_recall_0.50``, ``utility_2,-1,0,0`` ...). The aggregate follows
+trec_eval's ``all`` line: counts (``num_ret``, ``num_rel``, ``num_rel_ret``,
+``num_nonrel_judged_ret``) are summed, ``gm_map`` / ``gm_bpref`` are geometric means (of the
+values floored at 1e-5), ``num_q`` counts the queries, every other measure is the arithmetic
+mean. Queries are the qrels' queries the run ranks, in byte order of their ids; with
+``complete=True`` (``trec_eval -c``) every qrels query counts, a query the run lacks scoring
+what one unjudged doc scores (``num_ret`` 0), so the means are over all judged queries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragmeter.errors import InvalidInputError, NoScorableQueriesError
+from ragmeter.metrics.trec._context import Context, FloatArray
+from ragmeter.metrics.trec._gains import GRADED
+from ragmeter.metrics.trec._measures import SIMPLE, utility
+from ragmeter.metrics.trec._rank import Ranked, RunRanking, build
+from ragmeter.metrics.trec._spec import Requested, parse_measures
+
+__all__ = ["TrecEvalResult", "evaluate", "evaluate_ranked"]
+
+Value = float | str
+Measure = Callable[[Context, Requested], FloatArray]
+_MEASURES: dict[str, Measure] = {**SIMPLE, **GRADED}
+
+
+@dataclass
+class TrecEvalResult:
+    """Per-query values and the ``all`` line of one trec_eval-style evaluation.
+
+    ``per_query[qid][name]`` is a float (``relstring`` values are strings; ``num_q``,
+    ``gm_map`` and ``gm_bpref`` are summary-only, as in trec_eval's ``-q`` output, and
+    absent). ``aggregate[name]`` is an int for the summed counts and ``num_q``, a float
+    otherwise, plus ``runid`` when known. ``requested`` keeps the parsed measures in
+    trec_eval's print order (used by :func:`format_trec_eval`).
+    """
+
+    queries: list[str]
+    per_query: dict[str, dict[str, Value]]
+    aggregate: dict[str, float | int | str]
+    requested: list[Requested] = field(repr=False)
+    runid: str | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """Every value name, in trec_eval's print order."""
+        return [n for r in self.requested for n in r.names]
+
+
+def _relstrings(ctx: Context, req: Requested) -> list[str]:
+    length = max(int(req.values[0]), 0)
+    out = []
+    for row, n in zip(ctx.r.rel[:, :length].tolist(), ctx.r.num_ret.tolist(), strict=True):
+        chars = []
+        for code in row[: min(length, n)]:
+            if code > 9:
+                chars.append(">")
+            elif code >= 0:
+                chars.append(str(code))
+            elif code == -1:
+                chars.append("-")
+            elif code == -2:
+                chars.append(".")
+            else:
+                chars.append("<")
+        out.append("".join(chars))
+    return out
+
+
+def _seq_total(column: FloatArray) -> float:
+    return float(np.cumsum(column)[-1]) if len(column) else 0.0
+
+
+def _clear_bogus(req: Requested, values: FloatArray, missing: np.ndarray) -> FloatArray:
+    """trec_eval -c zeroes these values for a query the run lacks (by printed name)."""
+    values = values.copy()
+    for j, name in enumerate(req.names):
+        if name in ("num_ret", "utility", "rbp_resid") or name.startswith("unj"):
+            values[missing, j] = 0.0
+    return values
+
+
+def evaluate_ranked(
+    ranked: Ranked,
+    requested: list[Requested],
+    *,
+    complete_rels: int | None = None,
+    num_docs: int = 0,
+    runid: str | None = None,
+) -> TrecEvalResult:
+    """The measures ``requested`` over prepared :class:`Ranked` arrays (see :func:`evaluate`).
+
+    ``complete_rels`` is the ``all`` value of ``num_rel`` under ``-c`` (trec_eval counts the
+    qrels' entries graded > 0 there, whatever the relevance level).
+    """
+    with np.errstate(all="ignore"):  # IEEE results (inf, nan) as in C, without warnings
+        return _evaluate(ranked, requested, complete_rels, num_docs, runid)
+
+
+def _evaluate(
+    ranked: Ranked,
+    requested: list[Requested],
+    complete_rels: int | None,
+    num_docs: int,
+    runid: str | None,
+) -> TrecEvalResult:
+    ctx = Context(ranked)
+    n = ctx.n
+    if n == 0:
+        raise NoScorableQueriesError("no query has both judgements and a ranking in the run")
+    per_query: dict[str, dict[str, Value]] = {q: {} for q in ranked.qids}
+    aggregate: dict[str, float | int | str] = {}
+    missing = ranked.missing
+    for req in requested:
+        name = req.spec.name
+        summary = req.spec.summary
+        if summary == "runid":
+            if runid is not None:
+                aggregate["runid"] = runid
+            continue
+        if summary == "string":
+            strings = _relstrings(ctx, req)
+            if req.names[0] == "relstring":  # trec_eval -c clears it (by that exact name)
+                strings = ["" if m else s for s, m in zip(strings, missing.tolist(), strict=True)]
+            for q, s in zip(ranked.qids, strings, strict=True):
+                per_query[q][req.names[0]] = s
+            continue
+        if name == "utility":
+            values = utility(ctx, req, num_docs)
+        else:
+            values = _MEASURES[name](ctx, req)
+        if missing.any():
+            values = _clear_bogus(req, values, missing)
+        shown = summary not in ("gm", "count")
+        for j, vname in enumerate(req.names):
+            column = values[:, j]
+            if shown:
+                for q, v in zip(ranked.qids, column.tolist(), strict=True):
+                    per_query[q][vname] = v
+            total = _seq_total(column)
+            if summary == "sum":
+                aggregate[vname] = int(total)
+            elif summary == "count":
+                aggregate[vname] = n
+            elif summary == "gm":
+                aggregate[vname] = math.exp(total / n)
+            else:
+                aggregate[vname] = total / n
+        if name == "num_rel" and complete_rels is not None:
+            aggregate["num_rel"] = complete_rels
+    return TrecEvalResult(ranked.qids, per_query, aggregate, requested, runid)
+
+
+def _check_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, Mapping[str, int]]:
+    clean: dict[str, Mapping[str, int]] = {}
+    for qid, judged in qrels.items():
+        if not isinstance(judged, Mapping):
+            raise InvalidInputError(f"qrels[{qid!r}] must map doc ids to integer grades")
+        if all(type(g) is int for g in judged.values()):
+            clean[qid] = judged
+            continue
+        row: dict[str, int] = {}
+        for doc, grade in judged.items():
+            if isinstance(grade, bool) or not isinstance(grade, (int, float)):
+                raise InvalidInputError(
+                    f"qrels[{qid!r}][{doc!r}] = {grade!r}: a grade must be an integer"
+                )
+            if isinstance(grade, float) and not grade.is_integer():
+                raise InvalidInputError(
+                    f"qrels[{qid!r}][{doc!r}] = {grade!r}: trec_eval grades are integers"
+                )
+            row[doc] = int(grade)
+        clean[qid] = row
+    return clean
+
+
+def evaluate(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, RunRanking],
+    measures: Sequence[str] = ("official",),
+    *,
+    relevance_level: int = 1,
+    judged_only: bool = False,
+    max_retrieved: int | None = None,
+    complete: bool = False,
+    num_docs: int = 0,
+    runid: str | None = None,
+) -> TrecEvalResult:
+    """trec_eval's measures of ``run`` against ``qrels``, per query and for ``all``.
+
+    ``measures`` takes trec_eval ``-m`` strings (``"all_trec"``, ``"official"``,
+    ``"ndcg_cut.10,20"``, ``"P.5"``, ``"bpref"``, ``"ndcg.1=3,2=9"``, ``"rbp.p=0.8"``).
+    ``run[qid]`` is ``{doc: score}`` (ranked as trec_eval ranks: score descending, ties by
+    doc id descending) or a list of doc ids, best first. Options are trec_eval's:
+    ``relevance_level`` (``-l``: grades at or above it are relevant), ``judged_only``
+    (``-J``), ``max_retrieved`` (``-M``), ``complete`` (``-c``) and ``num_docs`` (``-N``,
+    used by ``utility``).
+
+    >>> r = evaluate({"q1": {"a": 1, "b": 0}}, {"q1": {"a": 0.5, "x": 0.9}}, ["P.1,2", "map"])
+    >>> r.per_query["q1"]
+    {'map': 0.5, 'P_1': 0.0, 'P_2': 0.5}
+    >>> r.aggregate["P_2"]
+    0.5
+    """
+    requested = parse_measures(list(measures))
+    clean = _check_qrels(qrels)
+    ranked = build(
+        clean,
+        run,
+        relevance_level=relevance_level,
+        judged_only=judged_only,
+        max_retrieved=max_retrieved,
+        complete=complete,
+    )
+    rels = None
+    if complete:
+        rels = sum(1 for judged in clean.values() for g in judged.values() if g > 0)
+    return evaluate_ranked(ranked, requested, complete_rels=rels, num_docs=num_docs, runid=runid)
