@@ -48,11 +48,23 @@ def lround(x: FloatArray) -> IntArray:
 class Context:
     """Lazily computed whole-run arrays over one :class:`Ranked`."""
 
-    def __init__(self, ranked: Ranked) -> None:
+    def __init__(self, ranked: Ranked, *, legacy_recall_cutoffs: bool = False) -> None:
         self.r = ranked
+        self.legacy_recall_cutoffs = legacy_recall_cutoffs
         self.n = len(ranked.qids)
         self.width = ranked.rel.shape[1]
         self.level = ranked.relevance_level
+
+    def recall_cutoffs(self, fractions: FloatArray) -> IntArray:
+        """``[q, j]``: relevant-doc counts for recall ``fractions[j]`` of each query's ``R``.
+
+        trec_eval 10 rounds (``lround(x * R)``); trec_eval 9 and pytrec_eval truncated
+        ``x * R + 0.9`` (``legacy_recall_cutoffs``).
+        """
+        raw = fractions[None, :] * self.r.num_rel[:, None]
+        if self.legacy_recall_cutoffs:
+            return np.trunc(raw + 0.9).astype(np.int64)
+        return lround(raw)
 
     @cached_property
     def valid(self) -> BoolArray:

@@ -36,9 +36,10 @@ _MEASURES: dict[str, Measure] = {**SIMPLE, **GRADED}
 class TrecEvalResult:
     """Per-query values and the ``all`` line of one trec_eval-style evaluation.
 
-    ``per_query[qid][name]`` is a float (``relstring`` values are strings; ``num_q``,
-    ``gm_map`` and ``gm_bpref`` are summary-only, as in trec_eval's ``-q`` output, and
-    absent). ``aggregate[name]`` is an int for the summed counts and ``num_q``, a float
+    ``per_query[qid][name]`` is a float (``relstring`` values are strings). As in
+    pytrec_eval, per-query ``num_q`` is 1 and per-query ``gm_map`` / ``gm_bpref`` are the
+    logs ``log(max(value, 1e-5))`` whose mean the ``all`` line exponentiates (trec_eval's
+    ``-q`` output does not print these three). ``aggregate[name]`` is an int for the summed counts and ``num_q``, a float
     otherwise, plus ``runid`` when known. ``requested`` keeps the parsed measures in
     trec_eval's print order (used by :func:`format_trec_eval`).
     """
@@ -95,6 +96,7 @@ def evaluate_ranked(
     complete_rels: int | None = None,
     num_docs: int = 0,
     runid: str | None = None,
+    legacy_recall_cutoffs: bool = False,
 ) -> TrecEvalResult:
     """The measures ``requested`` over prepared :class:`Ranked` arrays (see :func:`evaluate`).
 
@@ -102,17 +104,18 @@ def evaluate_ranked(
     qrels' entries graded > 0 there, whatever the relevance level).
     """
     with np.errstate(all="ignore"):  # IEEE results (inf, nan) as in C, without warnings
-        return _evaluate(ranked, requested, complete_rels, num_docs, runid)
+        ctx = Context(ranked, legacy_recall_cutoffs=legacy_recall_cutoffs)
+        return _evaluate(ctx, requested, complete_rels, num_docs, runid)
 
 
 def _evaluate(
-    ranked: Ranked,
+    ctx: Context,
     requested: list[Requested],
     complete_rels: int | None,
     num_docs: int,
     runid: str | None,
 ) -> TrecEvalResult:
-    ctx = Context(ranked)
+    ranked = ctx.r
     n = ctx.n
     if n == 0:
         raise NoScorableQueriesError("no query has both judgements and a ranking in the run")
@@ -139,12 +142,10 @@ def _evaluate(
             values = _MEASURES[name](ctx, req)
         if missing.any():
             values = _clear_bogus(req, values, missing)
-        shown = summary not in ("gm", "count")
         for j, vname in enumerate(req.names):
             column = values[:, j]
-            if shown:
-                for q, v in zip(ranked.qids, column.tolist(), strict=True):
-                    per_query[q][vname] = v
+            for q, v in zip(ranked.qids, column.tolist(), strict=True):
+                per_query[q][vname] = v
             total = _seq_total(column)
             if summary == "sum":
                 aggregate[vname] = int(total)
@@ -193,6 +194,7 @@ def evaluate(
     complete: bool = False,
     num_docs: int = 0,
     runid: str | None = None,
+    legacy_recall_cutoffs: bool = False,
 ) -> TrecEvalResult:
     """trec_eval's measures of ``run`` against ``qrels``, per query and for ``all``.
 
@@ -202,7 +204,9 @@ def evaluate(
     doc id descending) or a list of doc ids, best first. Options are trec_eval's:
     ``relevance_level`` (``-l``: grades at or above it are relevant), ``judged_only``
     (``-J``), ``max_retrieved`` (``-M``), ``complete`` (``-c``) and ``num_docs`` (``-N``,
-    used by ``utility``).
+    used by ``utility``). ``legacy_recall_cutoffs`` turns recall fractions into relevant-doc
+    counts as trec_eval 9 and pytrec_eval do (``int(x * R + 0.9)``, for ``iprec_at_recall``
+    and ``11pt_avg``) instead of trec_eval 10's ``lround(x * R)``.
 
     >>> r = evaluate({"q1": {"a": 1, "b": 0}}, {"q1": {"a": 0.5, "x": 0.9}}, ["P.1,2", "map"])
     >>> r.per_query["q1"]
@@ -223,4 +227,11 @@ def evaluate(
     rels = None
     if complete:
         rels = sum(1 for judged in clean.values() for g in judged.values() if g > 0)
-    return evaluate_ranked(ranked, requested, complete_rels=rels, num_docs=num_docs, runid=runid)
+    return evaluate_ranked(
+        ranked,
+        requested,
+        complete_rels=rels,
+        num_docs=num_docs,
+        runid=runid,
+        legacy_recall_cutoffs=legacy_recall_cutoffs,
+    )

@@ -29,7 +29,6 @@ from ragmeter.metrics.trec._context import (
     FloatArray,
     IntArray,
     divide,
-    lround,
     sequential_sum,
 )
 from ragmeter.metrics.trec._spec import Requested
@@ -125,7 +124,7 @@ def _iprec(ctx: Context, cutoffs: IntArray) -> FloatArray:
 
 def iprec_at_recall(ctx: Context, req: Requested) -> FloatArray:
     points = np.array(req.cutoffs)[None, :]
-    return _iprec(ctx, lround(points * ctx.r.num_rel[:, None]))
+    return _iprec(ctx, ctx.recall_cutoffs(points[0]))
 
 
 def eleven_pt_avg(ctx: Context, req: Requested) -> FloatArray:
@@ -137,7 +136,7 @@ def eleven_pt_avg(ctx: Context, req: Requested) -> FloatArray:
             f"{req.names[0]}: give the recall points in increasing order (trec_eval's "
             "result for unordered points depends on an accident of its loop)"
         )
-    values = _iprec(ctx, lround(points[None, :] * ctx.r.num_rel[:, None]))
+    values = _iprec(ctx, ctx.recall_cutoffs(points))
     total = sequential_sum(values[:, ::-1])
     return _col(total / float(len(points)))
 
