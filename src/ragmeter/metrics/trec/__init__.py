@@ -6,6 +6,7 @@ names (``"nDCG@10"``, ``"P@5"``, ``"AP"``, ``"Judged@10"``, ``"ERR@10"``, ``"RBP
 returns per-query values keyed by the names trec_eval prints plus the ``all`` aggregates
 (:class:`TrecEvalResult`). :func:`format_trec_eval` prints a result as trec_eval does, byte
 for byte; :func:`parse_qrels` and :func:`parse_results` read files by trec_eval's rules.
+:func:`alpha_ndcg` scores diversity (alpha-nDCG@k, as TREC's ndeval) over subtopic qrels.
 
 Conventions are trec_eval 10.0's (its ``m_*.c`` definitions; see ``docs/measures.md``):
 ranking by score descending with ties broken by doc id descending, relevance at grade
@@ -17,6 +18,7 @@ ranking by score descending with ties broken by doc id descending, relevance at 
 
 from __future__ import annotations
 
+from ragmeter.metrics.trec._alpha import SubtopicQrels, alpha_ndcg, parse_subtopic_qrels
 from ragmeter.metrics.trec._engine import TrecEvalResult, evaluate
 from ragmeter.metrics.trec._files import Results, parse_qrels, parse_results
 from ragmeter.metrics.trec._format import format_trec_eval
@@ -26,10 +28,13 @@ __all__ = [
     "MEASURES",
     "NICKNAMES",
     "Results",
+    "SubtopicQrels",
     "TrecEvalResult",
+    "alpha_ndcg",
     "evaluate",
     "format_trec_eval",
     "parse_measures",
     "parse_qrels",
     "parse_results",
+    "parse_subtopic_qrels",
 ]

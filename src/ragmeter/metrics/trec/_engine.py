@@ -22,8 +22,9 @@ from ragmeter.errors import InvalidInputError, NoScorableQueriesError
 from ragmeter.metrics.trec._context import Context, FloatArray
 from ragmeter.metrics.trec._gains import GRADED
 from ragmeter.metrics.trec._measures import SIMPLE, utility
-from ragmeter.metrics.trec._rank import Ranked, RunRanking, build
-from ragmeter.metrics.trec._spec import Requested, parse_measures
+from ragmeter.metrics.trec._irm import IrMeasure, compute_extra, parse_ir_measure
+from ragmeter.metrics.trec._rank import Ranked, RunRanking, build, with_level
+from ragmeter.metrics.trec._spec import NICKNAMES, MEASURES, Requested, parse_measures
 
 __all__ = ["TrecEvalResult", "evaluate", "evaluate_ranked"]
 
@@ -214,7 +215,10 @@ def evaluate(
     >>> r.aggregate["P_2"]
     0.5
     """
-    requested = parse_measures(list(measures))
+    trec_names = {m.name for m in MEASURES} | set(NICKNAMES)
+    trec = [m for m in measures if m.partition(".")[0] in trec_names]
+    irm = [parse_ir_measure(m) for m in measures if m.partition(".")[0] not in trec_names]
+    requested = parse_measures(trec)
     clean = _check_qrels(qrels)
     ranked = build(
         clean,
@@ -227,11 +231,62 @@ def evaluate(
     rels = None
     if complete:
         rels = sum(1 for judged in clean.values() for g in judged.values() if g > 0)
-    return evaluate_ranked(
-        ranked,
-        requested,
-        complete_rels=rels,
-        num_docs=num_docs,
-        runid=runid,
-        legacy_recall_cutoffs=legacy_recall_cutoffs,
-    )
+    options = {"num_docs": num_docs, "legacy_recall_cutoffs": legacy_recall_cutoffs}
+    result = evaluate_ranked(ranked, requested, complete_rels=rels, runid=runid, **options)  # type: ignore[arg-type]
+    for level in sorted({relevance_level if m.rel is None else m.rel for m in irm}):
+        group = [m for m in irm if (relevance_level if m.rel is None else m.rel) == level]
+        # ir_measures computes IPrec through pytrec_eval, so with trec_eval 9's recall cut-offs
+        ir_options = {**options, "legacy_recall_cutoffs": True}
+        _add_ir_measures(result, with_level(ranked, level), group, ir_options)
+    return result
+
+
+def _rounds(requests: list[str]) -> list[list[str]]:
+    """trec_eval requests grouped so one evaluation serves each group: the cut-offs of one
+    measure merged (``P.5`` and ``P.10`` become ``P.5,10``), other parameter sets apart."""
+    cuts: dict[str, list[str]] = {}
+    others: list[str] = []
+    kinds = {m.name: m.params for m in MEASURES}
+    for request in dict.fromkeys(requests):
+        base, dot, params = request.partition(".")
+        if dot and kinds[base] in ("long_cuts", "double_cuts"):
+            cuts.setdefault(base, []).append(params)
+        else:
+            others.append(request)
+    merged = [f"{base}.{','.join(dict.fromkeys(p))}" for base, p in cuts.items()]
+    rounds: list[list[str]] = []
+    for request in [*merged, *others]:
+        base = request.partition(".")[0]
+        for r in rounds:
+            if all(x.partition(".")[0] != base for x in r):
+                r.append(request)
+                break
+        else:
+            rounds.append([request])
+    return rounds
+
+
+def _add_ir_measures(
+    result: TrecEvalResult, ranked: Ranked, group: list[IrMeasure], options: dict[str, object]
+) -> None:
+    """Add ir_measures-named values (keyed by their text) to ``result``."""
+    per_query: dict[str, dict[str, Value]] = {q: {} for q in ranked.qids}
+    aggregate: dict[str, float | int | str] = {}
+    for round_ in _rounds([m.trec for m in group if m.trec is not None]):
+        sub = evaluate_ranked(ranked, parse_measures(round_), **options)  # type: ignore[arg-type]
+        for q in ranked.qids:
+            per_query[q].update(sub.per_query[q])
+        aggregate.update(sub.aggregate)
+    ctx = Context(ranked)
+    with np.errstate(all="ignore"):
+        for m in group:
+            if m.trec_value is not None:
+                values = [float(per_query[q][m.trec_value]) for q in ranked.qids]
+                total = aggregate[m.trec_value]
+            else:
+                column = compute_extra(ctx, m)
+                values = column.tolist()
+                total = _seq_total(column) / len(values)
+            for q, v in zip(ranked.qids, values, strict=True):
+                result.per_query[q][m.text] = v
+            result.aggregate[m.text] = total

@@ -18,7 +18,7 @@ judged (``-J``), closing the gaps.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 
 import numpy as np
@@ -26,7 +26,16 @@ import numpy.typing as npt
 
 from ragmeter.errors import DuplicateDocumentError, InvalidInputError
 
-__all__ = ["BOGUS_DOC", "NONPOOL", "PAD", "UNJUDGED", "Ranked", "RunRanking", "build"]
+__all__ = [
+    "BOGUS_DOC",
+    "NONPOOL",
+    "PAD",
+    "UNJUDGED",
+    "Ranked",
+    "RunRanking",
+    "build",
+    "with_level",
+]
 
 NONPOOL = -1
 UNJUDGED = -2
@@ -164,6 +173,12 @@ def build(
         relevance_level=relevance_level,
         missing=np.array(missing, dtype=bool),
     )
+
+
+def with_level(ranked: Ranked, relevance_level: int) -> Ranked:
+    """The same rankings with another relevance level (``num_rel`` recounted)."""
+    num_rel = ranked.rel_levels[:, max(relevance_level, 0) :].sum(axis=1).astype(np.int64)
+    return replace(ranked, relevance_level=relevance_level, num_rel=num_rel)
 
 
 def _rel_levels(qrels: Mapping[str, Mapping[str, int]], qids: list[str]) -> IntArray:
