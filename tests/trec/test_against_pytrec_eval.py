@@ -75,7 +75,12 @@ def test_every_pytrec_eval_measure_per_query(
     assert set(got.per_query) == set(want)
     for qid, values in want.items():
         for name, value in values.items():
-            assert _same(got.per_query[qid][name], value), (qid, name, got.per_query[qid][name], value)
+            assert _same(got.per_query[qid][name], value), (
+                qid,
+                name,
+                got.per_query[qid][name],
+                value,
+            )
 
 
 def test_default_recall_cutoffs_are_trec_eval_10s() -> None:

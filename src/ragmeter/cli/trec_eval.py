@@ -80,9 +80,7 @@ def trec_eval_command(
     ] = None,
     num_docs: Annotated[
         int,
-        typer.Option(
-            "-N", "--Number_docs_in_coll", help="Docs in the collection (for utility)."
-        ),
+        typer.Option("-N", "--Number_docs_in_coll", help="Docs in the collection (for utility)."),
     ] = 0,
     all_measures: Annotated[
         bool, typer.Option("-a", help="All measures (trec_eval 8's -a; same as -m all_trec).")

@@ -24,7 +24,9 @@ SubtopicQrels = Mapping[str, Mapping[str, Mapping[str, int]]]
 """``{qid: {subtopic: {docno: grade}}}``."""
 
 
-def parse_subtopic_qrels(text: str, path: str | None = None) -> dict[str, dict[str, dict[str, int]]]:
+def parse_subtopic_qrels(
+    text: str, path: str | None = None
+) -> dict[str, dict[str, dict[str, int]]]:
     """``{qid: {subtopic: {docno: grade}}}`` from ``qid subtopic docno grade`` lines.
 
     >>> parse_subtopic_qrels("1 1 a 1\\n1 2 a 0\\n1 2 b 1\\n")
@@ -45,7 +47,9 @@ def parse_subtopic_qrels(text: str, path: str | None = None) -> dict[str, dict[s
         try:
             value = int(grade)
         except ValueError:
-            raise DataFormatError(f"grade {grade!r} is not an integer", path=path, line=number)
+            raise DataFormatError(
+                f"grade {grade!r} is not an integer", path=path, line=number
+            ) from None
         out.setdefault(qid, {}).setdefault(subtopic, {})[doc] = value
     return out
 
@@ -97,8 +101,9 @@ def alpha_ndcg(
     for qid, ranking in run.items():
         if qid not in qrels:
             continue
-        subtopics = [s for s, docs in qrels[qid].items() if any(
-            g >= relevance_level for g in docs.values())]
+        subtopics = [
+            s for s, docs in qrels[qid].items() if any(g >= relevance_level for g in docs.values())
+        ]
         index = {s: i for i, s in enumerate(subtopics)}
         relevant: dict[str, list[int]] = {}
         for s, judged in qrels[qid].items():

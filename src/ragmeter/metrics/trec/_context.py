@@ -35,14 +35,18 @@ def sequential_sum(values: FloatArray) -> FloatArray:
     """Row sums added left to right (``np.sum`` pairs terms up and can differ in the last bit)."""
     if values.shape[1] == 0:
         return np.zeros(values.shape[0])
-    return np.asarray(np.cumsum(values, axis=1)[:, -1], dtype=np.float64)
+    columns = np.ascontiguousarray(values.T, dtype=np.float64)
+    total: FloatArray = columns[0].copy()
+    for column in columns[1:]:
+        total += column
+    return total
 
 
 def lround(x: FloatArray) -> IntArray:
     """C ``lround``: to the nearest integer, halves away from zero."""
     t = np.trunc(x)
     up = np.where(x >= 0, (x - t) >= 0.5, 0) - np.where(x < 0, (t - x) >= 0.5, 0)
-    return (t + up).astype(np.int64)
+    return np.asarray(t + up, dtype=np.int64)
 
 
 class Context:
@@ -54,6 +58,8 @@ class Context:
         self.n = len(ranked.qids)
         self.width = ranked.rel.shape[1]
         self.level = ranked.relevance_level
+        #: objects measures share within one evaluation (gain tables, running DCGs)
+        self.cache: dict[object, object] = {}
 
     def recall_cutoffs(self, fractions: FloatArray) -> IntArray:
         """``[q, j]``: relevant-doc counts for recall ``fractions[j]`` of each query's ``R``.
@@ -69,7 +75,7 @@ class Context:
     @cached_property
     def valid(self) -> BoolArray:
         """``[q, i]``: rank ``i`` (0-based) holds a retrieved doc."""
-        return np.arange(self.width)[None, :] < self.r.num_ret[:, None]
+        return np.asarray(np.arange(self.width)[None, :] < self.r.num_ret[:, None], dtype=bool)
 
     @cached_property
     def isrel(self) -> BoolArray:
@@ -88,7 +94,8 @@ class Context:
     @cached_property
     def unjudged(self) -> BoolArray:
         """``[q, i]``: the doc at rank ``i`` is not judged (not in the pool, or no grade)."""
-        return self.valid & ((self.r.rel == NONPOOL) | (self.r.rel == UNJUDGED))
+        unjudged = (self.r.rel == NONPOOL) | (self.r.rel == UNJUDGED)
+        return np.asarray(self.valid & unjudged, dtype=bool)
 
     @cached_property
     def judged_rel(self) -> BoolArray:
@@ -130,9 +137,9 @@ class Context:
     def at(self, cum: npt.NDArray[np.generic], k: int | IntArray) -> npt.NDArray[np.generic]:
         """``cum[q, min(k, width)]`` for a cut-off ``k`` (one int, or one per query)."""
         if isinstance(k, int):
-            return cum[:, min(k, cum.shape[1] - 1)]
+            return np.asarray(cum[:, min(k, cum.shape[1] - 1)])
         idx = np.clip(k, 0, cum.shape[1] - 1)
-        return np.take_along_axis(cum, idx[:, None], axis=1)[:, 0]
+        return np.asarray(np.take_along_axis(cum, idx[:, None], axis=1)[:, 0])
 
     @cached_property
     def prec_suffix_max(self) -> FloatArray:

@@ -15,16 +15,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
 from ragmeter.errors import InvalidInputError, NoScorableQueriesError
 from ragmeter.metrics.trec._context import Context, FloatArray
 from ragmeter.metrics.trec._gains import GRADED
-from ragmeter.metrics.trec._measures import SIMPLE, utility
 from ragmeter.metrics.trec._irm import IrMeasure, compute_extra, parse_ir_measure
+from ragmeter.metrics.trec._measures import SIMPLE, utility
 from ragmeter.metrics.trec._rank import Ranked, RunRanking, build, with_level
-from ragmeter.metrics.trec._spec import NICKNAMES, MEASURES, Requested, parse_measures
+from ragmeter.metrics.trec._spec import MEASURES, NICKNAMES, Requested, parse_measures
 
 __all__ = ["TrecEvalResult", "evaluate", "evaluate_ranked"]
 
@@ -40,9 +41,9 @@ class TrecEvalResult:
     ``per_query[qid][name]`` is a float (``relstring`` values are strings). As in
     pytrec_eval, per-query ``num_q`` is 1 and per-query ``gm_map`` / ``gm_bpref`` are the
     logs ``log(max(value, 1e-5))`` whose mean the ``all`` line exponentiates (trec_eval's
-    ``-q`` output does not print these three). ``aggregate[name]`` is an int for the summed counts and ``num_q``, a float
-    otherwise, plus ``runid`` when known. ``requested`` keeps the parsed measures in
-    trec_eval's print order (used by :func:`format_trec_eval`).
+    ``-q`` output does not print these three). ``aggregate[name]`` is an int for the summed
+    counts and ``num_q``, a float otherwise, plus ``runid`` when known. ``requested`` keeps
+    the parsed measures in trec_eval's print order (used by :func:`format_trec_eval`).
     """
 
     queries: list[str]
@@ -120,9 +121,11 @@ def _evaluate(
     n = ctx.n
     if n == 0:
         raise NoScorableQueriesError("no query has both judgements and a ranking in the run")
-    per_query: dict[str, dict[str, Value]] = {q: {} for q in ranked.qids}
     aggregate: dict[str, float | int | str] = {}
     missing = ranked.missing
+    names: list[str] = []
+    blocks: list[FloatArray] = []
+    strings: dict[str, list[str]] = {}
     for req in requested:
         name = req.spec.name
         summary = req.spec.summary
@@ -131,23 +134,18 @@ def _evaluate(
                 aggregate["runid"] = runid
             continue
         if summary == "string":
-            strings = _relstrings(ctx, req)
+            texts = _relstrings(ctx, req)
             if req.names[0] == "relstring":  # trec_eval -c clears it (by that exact name)
-                strings = ["" if m else s for s, m in zip(strings, missing.tolist(), strict=True)]
-            for q, s in zip(ranked.qids, strings, strict=True):
-                per_query[q][req.names[0]] = s
+                texts = ["" if m else s for s, m in zip(texts, missing.tolist(), strict=True)]
+            strings[req.names[0]] = texts
             continue
-        if name == "utility":
-            values = utility(ctx, req, num_docs)
-        else:
-            values = _MEASURES[name](ctx, req)
+        values = utility(ctx, req, num_docs) if name == "utility" else _MEASURES[name](ctx, req)
         if missing.any():
             values = _clear_bogus(req, values, missing)
-        for j, vname in enumerate(req.names):
-            column = values[:, j]
-            for q, v in zip(ranked.qids, column.tolist(), strict=True):
-                per_query[q][vname] = v
-            total = _seq_total(column)
+        names.extend(req.names)
+        blocks.append(values)
+        totals = np.cumsum(values, axis=0)[-1]
+        for vname, total in zip(req.names, totals.tolist(), strict=True):
             if summary == "sum":
                 aggregate[vname] = int(total)
             elif summary == "count":
@@ -158,24 +156,36 @@ def _evaluate(
                 aggregate[vname] = total / n
         if name == "num_rel" and complete_rels is not None:
             aggregate["num_rel"] = complete_rels
+    rows = np.concatenate(blocks, axis=1).tolist() if blocks else [[] for _ in ranked.qids]
+    per_query: dict[str, dict[str, Value]] = {
+        q: dict(zip(names, row, strict=True)) for q, row in zip(ranked.qids, rows, strict=True)
+    }
+    for name, texts in strings.items():
+        for q, text in zip(ranked.qids, texts, strict=True):
+            per_query[q][name] = text
     return TrecEvalResult(ranked.qids, per_query, aggregate, requested, runid)
 
 
 def _check_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, Mapping[str, int]]:
     clean: dict[str, Mapping[str, int]] = {}
+    try:  # fast path: every grade a number with an integral value
+        grades = np.fromiter(
+            chain.from_iterable(judged.values() for judged in qrels.values()), np.float64
+        )
+        if np.all(np.isfinite(grades) & (grades == np.trunc(grades))):
+            return dict(qrels)
+    except (TypeError, ValueError, AttributeError):
+        pass
     for qid, judged in qrels.items():
         if not isinstance(judged, Mapping):
             raise InvalidInputError(f"qrels[{qid!r}] must map doc ids to integer grades")
-        if all(type(g) is int for g in judged.values()):
-            clean[qid] = judged
-            continue
         row: dict[str, int] = {}
         for doc, grade in judged.items():
             if isinstance(grade, bool) or not isinstance(grade, (int, float)):
                 raise InvalidInputError(
                     f"qrels[{qid!r}][{doc!r}] = {grade!r}: a grade must be an integer"
                 )
-            if isinstance(grade, float) and not grade.is_integer():
+            if isinstance(grade, float) and not float(grade).is_integer():
                 raise InvalidInputError(
                     f"qrels[{qid!r}][{doc!r}] = {grade!r}: trec_eval grades are integers"
                 )
@@ -231,13 +241,17 @@ def evaluate(
     rels = None
     if complete:
         rels = sum(1 for judged in clean.values() for g in judged.values() if g > 0)
-    options = {"num_docs": num_docs, "legacy_recall_cutoffs": legacy_recall_cutoffs}
-    result = evaluate_ranked(ranked, requested, complete_rels=rels, runid=runid, **options)  # type: ignore[arg-type]
+    result = evaluate_ranked(
+        ranked,
+        requested,
+        complete_rels=rels,
+        runid=runid,
+        num_docs=num_docs,
+        legacy_recall_cutoffs=legacy_recall_cutoffs,
+    )
     for level in sorted({relevance_level if m.rel is None else m.rel for m in irm}):
         group = [m for m in irm if (relevance_level if m.rel is None else m.rel) == level]
-        # ir_measures computes IPrec through pytrec_eval, so with trec_eval 9's recall cut-offs
-        ir_options = {**options, "legacy_recall_cutoffs": True}
-        _add_ir_measures(result, with_level(ranked, level), group, ir_options)
+        _add_ir_measures(result, with_level(ranked, level), group, num_docs)
     return result
 
 
@@ -267,13 +281,18 @@ def _rounds(requests: list[str]) -> list[list[str]]:
 
 
 def _add_ir_measures(
-    result: TrecEvalResult, ranked: Ranked, group: list[IrMeasure], options: dict[str, object]
+    result: TrecEvalResult, ranked: Ranked, group: list[IrMeasure], num_docs: int
 ) -> None:
-    """Add ir_measures-named values (keyed by their text) to ``result``."""
+    """Add ir_measures-named values (keyed by their text) to ``result``.
+
+    ir_measures computes ``IPrec`` through pytrec_eval, so with trec_eval 9's recall cut-offs.
+    """
     per_query: dict[str, dict[str, Value]] = {q: {} for q in ranked.qids}
     aggregate: dict[str, float | int | str] = {}
     for round_ in _rounds([m.trec for m in group if m.trec is not None]):
-        sub = evaluate_ranked(ranked, parse_measures(round_), **options)  # type: ignore[arg-type]
+        sub = evaluate_ranked(
+            ranked, parse_measures(round_), num_docs=num_docs, legacy_recall_cutoffs=True
+        )
         for q in ranked.qids:
             per_query[q].update(sub.per_query[q])
         aggregate.update(sub.aggregate)

@@ -1,4 +1,4 @@
-"""trec_eval's reading rules for qrels and results text (its ``get_qrels.c``, ``get_trec_results.c``).
+"""trec_eval's rules for reading qrels and results text (``get_qrels.c``, ``get_trec_results.c``).
 
 * **qrels**: ``qid iter docno grade`` per line, whitespace-separated, exactly four fields;
   the grade is read like C ``atol`` (``"1.5"`` is 1); a line starting with ``#`` is a comment;

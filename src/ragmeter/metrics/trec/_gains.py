@@ -19,6 +19,7 @@ ranking lists every judged doc with a positive gain, highest gain first.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 
@@ -45,6 +46,7 @@ class Gains:
     def __init__(self, ctx: Context, pairs: dict[int, float]) -> None:
         self.ctx = ctx
         self.pairs = pairs
+        self.m: IntArray = np.zeros(ctx.n, dtype=np.int64)  # set with the ideal ranking
         levels = ctx.r.rel_levels
         n_levels = levels.shape[1]
         self.level_gain = np.array([pairs.get(lv, float(lv)) for lv in range(n_levels)])
@@ -59,12 +61,15 @@ class Gains:
         codes = np.where(codes == PAD, 0, codes)
         self.gain: FloatArray = np.where(ctx.valid, lookup[codes + offset], 0.0)
 
+    @cached_property
     def ideal(self) -> FloatArray:
         """``[q, j]``: the ideal ranking's ``j``-th gain (positive gains only, 0 past the end)."""
         counts = self.ctx.r.rel_levels
-        order = [lv for lv in np.argsort(-self.level_gain, kind="stable") if self.level_gain[lv] > 0]
+        order = [
+            lv for lv in np.argsort(-self.level_gain, kind="stable") if self.level_gain[lv] > 0
+        ]
         sizes = counts[:, order] if order else np.zeros((self.ctx.n, 0), dtype=np.int64)
-        self.m: IntArray = sizes.sum(axis=1)
+        self.m = sizes.sum(axis=1)
         width = max(int(self.m.max()) if self.ctx.n else 0, 1)
         out = np.zeros((self.ctx.n, width))
         col = np.arange(width)[None, :]
@@ -86,12 +91,31 @@ def _dcg_terms(ctx: Context, gain: FloatArray) -> FloatArray:
     return np.where(gain != 0, gain / ctx.discounts(gain.shape[1])[None, :], 0.0)
 
 
+def _gains(ctx: Context, pairs: dict[int, float]) -> Gains:
+    """The :class:`Gains` of ``pairs``, made once per evaluation."""
+    key = ("gains", tuple(sorted(pairs.items())))
+    if key not in ctx.cache:
+        ctx.cache[key] = Gains(ctx, pairs)
+    found = ctx.cache[key]
+    assert isinstance(found, Gains)
+    return found
+
+
+def _ndcg_state(ctx: Context, req: Requested) -> _Ndcg:
+    key = ("ndcg", req.pairs)
+    if key not in ctx.cache:
+        ctx.cache[key] = _Ndcg(ctx, req)
+    found = ctx.cache[key]
+    assert isinstance(found, _Ndcg)
+    return found
+
+
 class _Ndcg:
     """The results' and the ideal ranking's running DCG for one request."""
 
     def __init__(self, ctx: Context, req: Requested) -> None:
-        self.g = Gains(ctx, _int_pairs(req))
-        self.ideal = self.g.ideal()
+        self.g = _gains(ctx, _int_pairs(req))
+        self.ideal = self.g.ideal
         self.m = self.g.m
         self.rdcg = _cum0(_dcg_terms(ctx, self.g.gain))
         self.idcg = _cum0(_dcg_terms(ctx, self.ideal))
@@ -106,7 +130,7 @@ class _Ndcg:
 
 
 def ndcg(ctx: Context, req: Requested) -> FloatArray:
-    s = _Ndcg(ctx, req)
+    s = _ndcg_state(ctx, req)
     if req.spec.name == "dcg":
         return s.rdcg_total[:, None]
     if req.spec.name == "ideal_dcg":
@@ -116,7 +140,7 @@ def ndcg(ctx: Context, req: Requested) -> FloatArray:
 
 
 def ndcg_rel(ctx: Context, req: Requested) -> FloatArray:
-    s = _Ndcg(ctx, req)
+    s = _ndcg_state(ctx, req)
     pos = s.g.gain > 0
     clamp = np.minimum(np.arange(ctx.width)[None, :], np.maximum(s.m - 1, 0)[:, None])
     idcg_incl = np.where(s.m[:, None] > 0, np.take_along_axis(s.idcg[:, 1:], clamp, 1), 0.0)
@@ -128,7 +152,7 @@ def ndcg_rel(ctx: Context, req: Requested) -> FloatArray:
 
 
 def rndcg(ctx: Context, req: Requested) -> FloatArray:
-    s = _Ndcg(ctx, req)
+    s = _ndcg_state(ctx, req)
     width = s.ideal.shape[1]
     i = np.arange(1, width + 1)[None, :]
     seq = np.concatenate([s.ideal, np.zeros((ctx.n, 1))], axis=1)
@@ -148,8 +172,8 @@ def rndcg(ctx: Context, req: Requested) -> FloatArray:
 
 
 def g_measure(ctx: Context, req: Requested) -> FloatArray:
-    g = Gains(ctx, _int_pairs(req))
-    ideal = g.ideal()
+    g = _gains(ctx, _int_pairs(req))
+    ideal = g.ideal
     width = ctx.width
     cols = np.arange(width)[None, :]
     ideal_w = np.zeros((ctx.n, width))
@@ -171,8 +195,8 @@ def g_measure(ctx: Context, req: Requested) -> FloatArray:
 def ndcg_cut(ctx: Context, req: Requested) -> FloatArray:
     grades = np.where(ctx.valid & (ctx.r.rel > 0), ctx.r.rel, 0).astype(np.float64)
     rdcg = _cum0(_dcg_terms(ctx, grades))
-    plain = Gains(ctx, {})
-    idcg = _cum0(_dcg_terms(ctx, plain.ideal()))
+    plain = _gains(ctx, {})
+    idcg = _cum0(_dcg_terms(ctx, plain.ideal))
     cols = []
     for k in (int(c) for c in req.cutoffs):
         r = ctx.at(rdcg, k).astype(np.float64)
@@ -191,7 +215,7 @@ def _p(req: Requested) -> float:
 
 def rbp(ctx: Context, req: Requested) -> FloatArray:
     pairs = _int_pairs(req)
-    g = Gains(ctx, pairs)
+    g = _gains(ctx, pairs)
     n_levels = ctx.r.num_rel_levels
     listed = [(lv, gain) for lv, gain in pairs.items()]
     lo = np.full(ctx.n, min((x for _, x in listed), default=np.inf))
@@ -204,7 +228,9 @@ def rbp(ctx: Context, req: Requested) -> FloatArray:
         hi = np.where(has, np.maximum(hi, float(lv)), hi)
     rescale = ((lo < 0) | (hi > 1))[:, None]
     codes = ctx.r.rel
-    in_list = ctx.valid & (((codes >= 0) & (codes < n_levels[:, None])) | np.isin(codes, list(pairs)))
+    in_list = ctx.valid & (
+        ((codes >= 0) & (codes < n_levels[:, None])) | np.isin(codes, list(pairs))
+    )
     scaled = divide(g.gain - lo[:, None], (hi - lo)[:, None])
     gain = np.where(rescale & in_list, scaled, g.gain)
     p = _p(req)

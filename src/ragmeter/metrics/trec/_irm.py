@@ -1,10 +1,10 @@
 """ir_measures names on the trec_eval engine, plus the measures trec_eval lacks.
 
 ``nDCG@10`` is computed as trec_eval's ``ndcg_cut.10``, ``P@5`` as ``P.5``, ``AP`` as ``map``
-and so on (:func:`translate`); a ``rel=`` parameter (``P(rel=2)@5``) is trec_eval's ``-l``
-for that measure. Values are keyed by the name as written. ``IPrec@x`` uses trec_eval 9's
-recall cut-offs (``int(x * R + 0.9)``), as ir_measures (through pytrec_eval) does. Four measures have no trec_eval
-counterpart and are computed here, on the same shared arrays:
+and so on (:func:`parse_ir_measure`); a ``rel=`` parameter (``P(rel=2)@5``) is trec_eval's
+``-l`` for that measure. Values are keyed by the name as written. ``IPrec@x`` uses trec_eval
+9's recall cut-offs (``int(x * R + 0.9)``), as ir_measures (through pytrec_eval) does. Four
+measures have no trec_eval counterpart and are computed here, on the same shared arrays:
 
 * ``Judged@k``: the share of the top ``min(k, n)`` docs that the qrels list (any grade,
   negative included), 0 for an empty ranking (:func:`ragmeter.metrics.ranking.judged_at_k`);
@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ragmeter.errors import UnknownMetricError
 from ragmeter.metrics.trec._context import Context, FloatArray, divide, sequential_sum
@@ -127,16 +128,16 @@ def parse_ir_measure(text: str) -> IrMeasure:
     return IrMeasure(text, name, cutoff, rel, params, trec)  # type: ignore[arg-type]
 
 
-def _top(ctx: Context, k: int | None) -> FloatArray:
+def _top(ctx: Context, k: int | None) -> npt.NDArray[np.bool_]:
     cols = np.arange(ctx.width)[None, :]
     n = ctx.r.num_ret[:, None] if k is None else np.minimum(ctx.r.num_ret, k)[:, None]
-    return cols < n  # type: ignore[no-any-return]
+    return np.asarray(cols < n, dtype=bool)
 
 
 def judged(ctx: Context, k: int) -> FloatArray:
     top = _top(ctx, k)
     count = (top & (ctx.r.rel != NONPOOL)).sum(axis=1)
-    return np.where(top.any(axis=1), divide(count, top.sum(axis=1)), 0.0)
+    return np.asarray(np.where(top.any(axis=1), divide(count, top.sum(axis=1)), 0.0))
 
 
 def err(ctx: Context, k: int | None) -> FloatArray:
@@ -159,13 +160,14 @@ def rbp_resid(ctx: Context, p: float, k: int | None) -> FloatArray:
     pw = ctx.powers(p, ctx.width)
     unjudged = top & (ctx.r.rel < 0)
     seen = top.sum(axis=1)
-    return pw[seen] + (1.0 - p) * sequential_sum(np.where(unjudged, pw[None, :-1], 0.0))
+    tail: FloatArray = pw[seen]
+    return tail + (1.0 - p) * sequential_sum(np.where(unjudged, pw[None, :-1], 0.0))
 
 
 def rr_cut(ctx: Context, k: int) -> FloatArray:
     hit = _top(ctx, k) & ctx.isrel
     first = np.argmax(hit, axis=1)
-    return np.where(hit.any(axis=1), 1.0 / (first + 1.0), 0.0)
+    return np.asarray(np.where(hit.any(axis=1), 1.0 / (first + 1.0), 0.0))
 
 
 def compute_extra(ctx: Context, m: IrMeasure) -> FloatArray:

@@ -88,6 +88,14 @@ def rprec(ctx: Context, req: Requested) -> FloatArray:
 
 
 def _bpref(ctx: Context) -> FloatArray:
+    if "bpref" not in ctx.cache:
+        ctx.cache["bpref"] = _bpref_values(ctx)
+    found = ctx.cache["bpref"]
+    assert isinstance(found, np.ndarray)
+    return found
+
+
+def _bpref_values(ctx: Context) -> FloatArray:
     num_nonrel = ctx.r.rel_levels[:, : max(ctx.level, 0)].sum(axis=1)
     nonrel_before = np.cumsum(ctx.judged_nonrel, axis=1)
     big_r = ctx.r.num_rel[:, None]
@@ -180,15 +188,17 @@ def unj(ctx: Context, req: Requested) -> FloatArray:
 
 
 def infap(ctx: Context, req: Requested) -> FloatArray:
-    rel_before = np.cumsum(ctx.judged_rel, axis=1) - ctx.judged_rel
-    nonrel_before = np.cumsum(ctx.judged_nonrel, axis=1)
-    pool_before = np.cumsum(ctx.valid & (ctx.r.rel == -2), axis=1)
-    fj = np.arange(ctx.width, dtype=np.float64)[None, :]
+    rows, cols = np.nonzero(ctx.judged_rel)
+    rel_before: IntArray = (np.cumsum(ctx.judged_rel, axis=1) - ctx.judged_rel)[rows, cols]
+    nonrel_before = np.cumsum(ctx.judged_nonrel, axis=1)[rows, cols]
+    pool_before = np.cumsum(ctx.valid & (ctx.r.rel == -2), axis=1)[rows, cols]
+    fj = cols.astype(np.float64)
     seen = (rel_before + nonrel_before + pool_before).astype(np.float64)
     ratio = divide(rel_before + INFAP_EPSILON, (rel_before + nonrel_before) + 2 * INFAP_EPSILON)
     terms = divide(1.0, fj + 1.0) + divide(fj, fj + 1.0) * divide(seen, fj) * ratio
-    terms = np.where(fj == 0, 1.0, terms)
-    total = sequential_sum(np.where(ctx.judged_rel, terms, 0.0))
+    grid = np.zeros((ctx.n, ctx.width))
+    grid[rows, cols] = np.where(cols == 0, 1.0, terms)
+    total = sequential_sum(grid)
     return _col(np.where(ctx.r.num_rel > 0, divide(total, ctx.r.num_rel), total))
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -77,9 +77,11 @@ def _trec_order(scores: Mapping[str, float]) -> list[str]:
 def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[list[str]]:
     """Each query's doc ids in rank order; a vectorised check skips sorting sorted dicts."""
     rankings = [run[q] for q in qids]
-    scored = [i for i, r in enumerate(rankings) if isinstance(r, Mapping)]
+    is_dict = [type(r) is dict or isinstance(r, Mapping) for r in rankings]
+    scored = [i for i, d in enumerate(is_dict) if d]
     out: list[list[str]] = [
-        [] if isinstance(r, Mapping) else _checked_list(qids[i], r) for i, r in enumerate(rankings)
+        [] if d else _checked_list(qids[i], r)  # type: ignore[arg-type]
+        for i, (r, d) in enumerate(zip(rankings, is_dict, strict=True))
     ]
     if not scored or not any(len(rankings[i]) for i in scored):
         for i in scored:
@@ -88,7 +90,7 @@ def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[list[str]]:
     dicts = [rankings[i] for i in scored]
     lens = np.fromiter(map(len, dicts), np.int64, len(dicts))
     values = np.fromiter(
-        chain.from_iterable(d.values() for d in dicts if isinstance(d, Mapping)),
+        chain.from_iterable(d.values() for d in dicts),  # type: ignore[union-attr]
         np.float64,
         int(lens.sum()),
     )
@@ -100,11 +102,7 @@ def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[list[str]]:
     bad = np.add.reduceat(~strictly_down, np.minimum(ends - lens, max(len(values) - 1, 0)))
     for j, i in enumerate(scored):
         d = rankings[i]
-        assert isinstance(d, Mapping)
-        if lens[j] > 1 and bad[j] > 0:
-            out[i] = _trec_order(d)
-        else:
-            out[i] = list(d)
+        out[i] = _trec_order(d) if lens[j] > 1 and bad[j] > 0 else list(d)  # type: ignore[arg-type]
     return out
 
 
@@ -112,7 +110,12 @@ def _checked_list(qid: str, docs: Sequence[str]) -> list[str]:
     listed = list(docs)
     if len(set(listed)) != len(listed):
         seen: set[str] = set()
-        raise DuplicateDocumentError(qid, [d for d in listed if d in seen or seen.add(d)])
+        repeated = []
+        for doc in listed:
+            if doc in seen:
+                repeated.append(doc)
+            seen.add(doc)
+        raise DuplicateDocumentError(qid, repeated)
     return listed
 
 
@@ -143,13 +146,11 @@ def build(
         if max_retrieved < 0:
             raise InvalidInputError(f"max_retrieved must be >= 0, got {max_retrieved}")
         docs = [d[:max_retrieved] for d in docs]
-    codes: list[list[int]] = []
-    for q, ranked in zip(qids, docs, strict=True):
-        judged = qrels[q]
-        row = list(map(judged.get, ranked, [_MISSING] * len(ranked)))
-        codes.append(row)  # type: ignore[arg-type]
-    lens = np.fromiter(map(len, codes), np.int64, len(codes))
-    flat = np.fromiter(chain.from_iterable(codes), np.int64, int(lens.sum()))
+    lens = np.fromiter(map(len, docs), np.int64, len(docs))
+    codes = chain.from_iterable(
+        map(qrels[q].get, ranked, repeat(_MISSING)) for q, ranked in zip(qids, docs, strict=True)
+    )
+    flat = np.fromiter(codes, np.int64, int(lens.sum()))
     flat = np.where(flat == _MISSING, NONPOOL, np.where(flat < 0, UNJUDGED, flat))
     rows = np.repeat(np.arange(len(qids)), lens)
     if judged_only:

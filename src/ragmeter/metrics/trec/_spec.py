@@ -73,7 +73,9 @@ MEASURES: tuple[MeasureSpec, ...] = (
     MeasureSpec("recall", "long_cuts", "mean", _LONG),
     MeasureSpec("infAP", "none", "mean"),
     MeasureSpec("gm_bpref", "none", "gm"),
-    MeasureSpec("Rprec_mult", "double_cuts", "mean", (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)),
+    MeasureSpec(
+        "Rprec_mult", "double_cuts", "mean", (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+    ),
     MeasureSpec("utility", "doubles", "mean", (1.0, -1.0, 0.0, 0.0)),
     MeasureSpec("11pt_avg", "doubles", "mean", _RECALL_POINTS),
     MeasureSpec("binG", "none", "mean"),
@@ -99,18 +101,24 @@ MEASURES: tuple[MeasureSpec, ...] = (
 )
 _BY_NAME = {m.name: m for m in MEASURES}
 
-_OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec")
-_OFFICIAL += ("bpref", "recip_rank", "iprec_at_recall", "P")
+_OFFICIAL = (
+    "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+    "recip_rank", "iprec_at_recall", "P",
+)  # fmt: skip
 #: trec_eval's nicknames for sets of measures (``-m official``, ``-m all_trec``, ``-m set``)
 NICKNAMES: dict[str, tuple[str, ...]] = {
     "official": _OFFICIAL,
-    "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P")
-    + ("set_recall", "set_relative_P", "set_map", "set_F"),
-    "all_trec": (*_OFFICIAL, "relstring", "recall", "unj", "rbp", "rbp_resid", "infAP")
-    + ("gm_bpref", "utility", "11pt_avg", "ndcg", "relative_P", "Rprec_mult", "success")
-    + ("map_cut", "ndcg_cut", "ndcg_rel", "Rndcg", "binG", "G", "set_P", "set_recall")
-    + ("set_relative_P", "set_map", "set_F", "num_nonrel_judged_ret"),
-}
+    "set": (
+        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall",
+        "set_relative_P", "set_map", "set_F",
+    ),
+    "all_trec": (
+        *_OFFICIAL, "relstring", "recall", "unj", "rbp", "rbp_resid", "infAP", "gm_bpref",
+        "utility", "11pt_avg", "ndcg", "relative_P", "Rprec_mult", "success", "map_cut",
+        "ndcg_cut", "ndcg_rel", "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P",
+        "set_map", "set_F", "num_nonrel_judged_ret",
+    ),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -187,9 +195,7 @@ def _build(spec: MeasureSpec, params: str | None, request: str) -> Requested:
             cuts = tuple(float(c) for c in spec.default)
         else:
             parts = params.split(",")
-            cuts = tuple(
-                sorted(float(atol(p)) if kind == "long_cuts" else atof(p) for p in parts)
-            )
+            cuts = tuple(sorted(float(atol(p)) if kind == "long_cuts" else atof(p) for p in parts))
             if kind == "long_cuts" and cuts[0] <= 0:
                 raise UnknownMetricError(request, [], " Cut-offs must be positive.")
             if len(set(cuts)) != len(cuts):
