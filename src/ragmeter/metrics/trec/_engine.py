@@ -168,13 +168,17 @@ def _evaluate(
 
 def _check_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, Mapping[str, int]]:
     clean: dict[str, Mapping[str, int]] = {}
-    try:  # fast path: every grade a number with an integral value
-        grades = np.fromiter(
-            chain.from_iterable(judged.values() for judged in qrels.values()), np.float64
-        )
-        if np.all(np.isfinite(grades) & (grades == np.trunc(grades))):
+    try:  # fast path: every grade an int, or a float with an integral value
+        types = set(map(type, chain.from_iterable(j.values() for j in qrels.values())))
+        if types <= {int}:
             return dict(qrels)
-    except (TypeError, ValueError, AttributeError):
+        if types <= {int, float}:
+            grades = np.fromiter(
+                chain.from_iterable(judged.values() for judged in qrels.values()), np.float64
+            )
+            if np.all(np.isfinite(grades) & (grades == np.trunc(grades))):
+                return dict(qrels)
+    except AttributeError:  # a row that is not a mapping: named below
         pass
     for qid, judged in qrels.items():
         if not isinstance(judged, Mapping):
