@@ -35,10 +35,9 @@ def sequential_sum(values: FloatArray) -> FloatArray:
     """Row sums added left to right (``np.sum`` pairs terms up and can differ in the last bit)."""
     if values.shape[1] == 0:
         return np.zeros(values.shape[0])
-    columns = np.ascontiguousarray(values.T, dtype=np.float64)
-    total: FloatArray = columns[0].copy()
-    for column in columns[1:]:
-        total += column
+    total: FloatArray = values[:, 0].astype(np.float64)
+    for j in range(1, values.shape[1]):
+        total += values[:, j]
     return total
 
 
@@ -105,6 +104,11 @@ class Context:
     @cached_property
     def judged_nonrel(self) -> BoolArray:
         return self.valid & (self.r.rel >= 0) & (self.r.rel < self.level)
+
+    @cached_property
+    def nonrel_before(self) -> IntArray:
+        """``[q, i]``: judged non-relevant docs at ranks ``<= i + 1``."""
+        return np.cumsum(self.judged_nonrel, axis=1)
 
     @cached_property
     def ranks(self) -> FloatArray:

@@ -97,11 +97,13 @@ def _bpref(ctx: Context) -> FloatArray:
 
 def _bpref_values(ctx: Context) -> FloatArray:
     num_nonrel = ctx.r.rel_levels[:, : max(ctx.level, 0)].sum(axis=1)
-    nonrel_before = np.cumsum(ctx.judged_nonrel, axis=1)
-    big_r = ctx.r.num_rel[:, None]
-    frac = divide(np.minimum(nonrel_before, big_r), np.minimum(num_nonrel[:, None], big_r))
-    terms = np.where(nonrel_before > 0, 1.0 - frac, 1.0)
-    total = sequential_sum(np.where(ctx.judged_rel, terms, 0.0))
+    rows, cols = np.nonzero(ctx.judged_rel)
+    nonrel_before = ctx.nonrel_before[rows, cols]
+    big_r = ctx.r.num_rel[rows]
+    frac = divide(np.minimum(nonrel_before, big_r), np.minimum(num_nonrel[rows], big_r))
+    grid = np.zeros((ctx.n, ctx.width))
+    grid[rows, cols] = np.where(nonrel_before > 0, 1.0 - frac, 1.0)
+    total = sequential_sum(grid)
     return np.where(ctx.r.num_rel > 0, divide(total, ctx.r.num_rel), total)
 
 
@@ -190,7 +192,7 @@ def unj(ctx: Context, req: Requested) -> FloatArray:
 def infap(ctx: Context, req: Requested) -> FloatArray:
     rows, cols = np.nonzero(ctx.judged_rel)
     rel_before: IntArray = (np.cumsum(ctx.judged_rel, axis=1) - ctx.judged_rel)[rows, cols]
-    nonrel_before = np.cumsum(ctx.judged_nonrel, axis=1)[rows, cols]
+    nonrel_before = ctx.nonrel_before[rows, cols]
     pool_before = np.cumsum(ctx.valid & (ctx.r.rel == -2), axis=1)[rows, cols]
     fj = cols.astype(np.float64)
     seen = (rel_before + nonrel_before + pool_before).astype(np.float64)

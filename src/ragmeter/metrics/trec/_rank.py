@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -75,7 +75,8 @@ def _trec_order(scores: Mapping[str, float]) -> list[str]:
 
 
 def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[list[str]]:
-    """Each query's doc ids in rank order; a vectorised check skips sorting sorted dicts."""
+    """Each query's doc ids in rank order; a vectorised check skips sorting sorted dicts
+    (such a dict is returned as is: iterating it gives its ids in rank order)."""
     rankings = [run[q] for q in qids]
     is_dict = [type(r) is dict or isinstance(r, Mapping) for r in rankings]
     scored = [i for i, d in enumerate(is_dict) if d]
@@ -99,10 +100,15 @@ def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[list[str]]:
     if len(values) > 1:
         strictly_down[1:] = values[1:] < values[:-1]
     strictly_down[ends[lens > 0] - lens[lens > 0]] = True  # first doc of each query
-    bad = np.add.reduceat(~strictly_down, np.minimum(ends - lens, max(len(values) - 1, 0)))
+    ups = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(~strictly_down, out=ups[1:])
+    bad = ups[ends] - ups[ends - lens]  # per query: ranks not strictly below the one above
     for j, i in enumerate(scored):
         d = rankings[i]
-        out[i] = _trec_order(d) if lens[j] > 1 and bad[j] > 0 else list(d)  # type: ignore[arg-type]
+        if lens[j] > 1 and bad[j] > 0:
+            out[i] = _trec_order(d)  # type: ignore[arg-type]
+        else:
+            out[i] = d  # type: ignore[assignment]  # a sorted dict ranks in key order
     return out
 
 
@@ -145,22 +151,23 @@ def build(
     if max_retrieved is not None:
         if max_retrieved < 0:
             raise InvalidInputError(f"max_retrieved must be >= 0, got {max_retrieved}")
-        docs = [d[:max_retrieved] for d in docs]
+        docs = [list(islice(d, max_retrieved)) for d in docs]
     lens = np.fromiter(map(len, docs), np.int64, len(docs))
     codes = chain.from_iterable(
         map(qrels[q].get, ranked, repeat(_MISSING)) for q, ranked in zip(qids, docs, strict=True)
     )
     flat = np.fromiter(codes, np.int64, int(lens.sum()))
     flat = np.where(flat == _MISSING, NONPOOL, np.where(flat < 0, UNJUDGED, flat))
-    rows = np.repeat(np.arange(len(qids)), lens)
     if judged_only:
         keep = flat >= 0
-        flat, rows = flat[keep], rows[keep]
-        lens = np.bincount(rows, minlength=len(qids)).astype(np.int64)
-    starts = np.cumsum(lens) - lens
+        kept = np.zeros(len(flat) + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept[1:])
+        ends = np.cumsum(lens)
+        lens = kept[ends] - kept[ends - lens]
+        flat = flat[keep]
     width = max(int(lens.max()) if len(lens) else 0, 1)
     rel = np.full((len(qids), width), PAD, dtype=np.int64)
-    rel[rows, np.arange(len(flat)) - np.repeat(starts, lens)] = flat
+    rel[np.arange(width)[None, :] < lens[:, None]] = flat  # row-major: each query's ranks
     levels = _rel_levels(qrels, qids)
     num_rel = levels[:, max(relevance_level, 0) :].sum(axis=1) if len(qids) else lens * 0
     return Ranked(
@@ -169,8 +176,8 @@ def build(
         num_ret=lens,
         num_rel=np.asarray(num_rel, dtype=np.int64),
         rel_levels=levels,
-        num_nonpool=np.bincount(rows[flat == NONPOOL], minlength=len(qids)).astype(np.int64),
-        num_unjudged=np.bincount(rows[flat == UNJUDGED], minlength=len(qids)).astype(np.int64),
+        num_nonpool=(rel == NONPOOL).sum(axis=1).astype(np.int64),
+        num_unjudged=(rel == UNJUDGED).sum(axis=1).astype(np.int64),
         relevance_level=relevance_level,
         missing=np.array(missing, dtype=bool),
     )
