@@ -17,7 +17,7 @@ judged (``-J``), closing the gaps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, islice, repeat
 
@@ -74,13 +74,13 @@ def _trec_order(scores: Mapping[str, float]) -> list[str]:
     return sorted(scores, key=lambda d: (scores[d], d.encode()), reverse=True)
 
 
-def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[list[str]]:
+def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[Collection[str]]:
     """Each query's doc ids in rank order; a vectorised check skips sorting sorted dicts
     (such a dict is returned as is: iterating it gives its ids in rank order)."""
     rankings = [run[q] for q in qids]
     is_dict = [type(r) is dict or isinstance(r, Mapping) for r in rankings]
     scored = [i for i, d in enumerate(is_dict) if d]
-    out: list[list[str]] = [
+    out: list[Collection[str]] = [
         [] if d else _checked_list(qids[i], r)  # type: ignore[arg-type]
         for i, (r, d) in enumerate(zip(rankings, is_dict, strict=True))
     ]
@@ -108,7 +108,7 @@ def _ordered(run: Mapping[str, RunRanking], qids: list[str]) -> list[list[str]]:
         if lens[j] > 1 and bad[j] > 0:
             out[i] = _trec_order(d)  # type: ignore[arg-type]
         else:
-            out[i] = d  # type: ignore[assignment]  # a sorted dict ranks in key order
+            out[i] = d  # a sorted dict ranks in key order
     return out
 
 
