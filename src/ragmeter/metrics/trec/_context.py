@@ -155,7 +155,7 @@ class Context:
     @cached_property
     def rel_positions(self) -> IntArray:
         """``[q, j]``: 0-based rank of the ``j+1``-th relevant doc (``-1`` past the last)."""
-        rows, cols = np.nonzero(self.isrel)
+        rows, cols = self.rel_cells
         counts = self.num_rel_ret
         out = np.full((self.n, max(int(counts.max()) if self.n else 0, 1)), -1, dtype=np.int64)
         starts = np.cumsum(counts) - counts
@@ -165,7 +165,16 @@ class Context:
     @cached_property
     def ap_terms(self) -> FloatArray:
         """``[q, i]``: ``relevant so far / rank`` at relevant ranks, else 0 (AP's terms)."""
-        return np.where(self.isrel, divide(self.cumrel[:, 1:], self.ranks[None, :]), 0.0)
+        rows, cols = self.rel_cells
+        out = np.zeros((self.n, self.width))
+        out[rows, cols] = divide(self.cumrel[rows, cols + 1], cols + 1.0)
+        return out
+
+    @cached_property
+    def rel_cells(self) -> tuple[IntArray, IntArray]:
+        """Row and column indices of the relevant ranks, row by row, rank ascending."""
+        rows, cols = np.nonzero(self.isrel)
+        return rows.astype(np.int64), cols.astype(np.int64)
 
     @cached_property
     def ap_cum(self) -> FloatArray:

@@ -257,10 +257,11 @@ def num_nonrel_judged_ret(ctx: Context, req: Requested) -> FloatArray:
 
 
 def bin_g(ctx: Context, req: Requested) -> FloatArray:
-    nonrel_above = np.arange(ctx.width)[None, :] + 1 - ctx.cumrel[:, 1:]
-    arg = np.where(ctx.isrel, 2 + nonrel_above, 2)
-    logs = ctx.discounts(int(arg.max()) - 1 if arg.size else 1)
-    terms = np.where(ctx.isrel, divide(1.0, logs[arg - 2]), 0.0)
+    rows, cols = ctx.rel_cells
+    nonrel_above = cols + 1 - ctx.cumrel[rows, cols + 1]
+    logs = ctx.discounts(int(nonrel_above.max()) + 1 if len(rows) else 1)
+    terms = np.zeros((ctx.n, ctx.width))
+    terms[rows, cols] = divide(1.0, logs[nonrel_above])
     total = sequential_sum(terms)
     return _col(np.where(ctx.num_rel_ret > 0, divide(total, ctx.r.num_rel), 0.0))
 
