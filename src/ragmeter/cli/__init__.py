@@ -15,6 +15,8 @@ ragmeter`` never imports typer or rich). Commands:
 * ``ragmeter traces FILE`` scores production traces (OTLP/JSON or a Phoenix export);
 * ``ragmeter fill-holes QRELS RUN... --judge MODULE:FACTORY`` grades the runs' unjudged top
   documents with an LLM judge, measured first on judged ones, and writes augmented qrels;
+* ``ragmeter trec_eval [-q] [-c] [-m MEASURE]... qrels results`` is trec_eval 10.0 itself: the
+  same options and the same output, byte for byte;
 * ``ragmeter serve`` starts the HTTP server (extra ``server``).
 
 Output goes to stdout (a table, ``--json`` or ``--trec``); progress and warnings go to
@@ -38,6 +40,7 @@ from ragmeter.cli import report as _report  # noqa: F401 - registers `report`
 from ragmeter.cli import retrieval as _retrieval  # noqa: F401 - `retrieval`, `beir`, `demo`
 from ragmeter.cli import serve as _serve  # noqa: F401 - registers `serve`
 from ragmeter.cli import traces as _traces  # noqa: F401 - registers `traces`
+from ragmeter.cli import trec_eval as _trec_eval  # noqa: F401 - registers `trec_eval`
 from ragmeter.cli._app import PROGRESS_MIN_BYTES, CliError, app, main, run
 from ragmeter.cli._judges import JUDGE_METRICS, as_judge, load_judge_factory
 from ragmeter.cli._options import parse_k_values, read_qrels
