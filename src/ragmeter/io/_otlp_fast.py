@@ -25,15 +25,15 @@ class Unhandled(Exception):
     """This line is the ``json`` reader's to read (or to word the error of)."""
 
 
-class _ArrayValue(msgspec.Struct):
+class _ArrayValue(msgspec.Struct, gc=False):
     values: list[_AnyValue] | None = None
 
 
-class _KeyValueList(msgspec.Struct):
+class _KeyValueList(msgspec.Struct, gc=False):
     values: list[_KeyValue] | None = None
 
 
-class _AnyValue(msgspec.Struct):
+class _AnyValue(msgspec.Struct, gc=False):
     stringValue: str | None = None
     intValue: int | str | None = None
     doubleValue: float | str | None = None
@@ -43,17 +43,17 @@ class _AnyValue(msgspec.Struct):
     bytesValue: str | None = None
 
 
-class _KeyValue(msgspec.Struct):
+class _KeyValue(msgspec.Struct, gc=False):
     key: str
     value: _AnyValue  # required: a line with an attribute without one is the json reader's
 
 
-class _Status(msgspec.Struct):
+class _Status(msgspec.Struct, gc=False):
     code: int | str | None = None
     message: str | None = None
 
 
-class _Span(msgspec.Struct):
+class _Span(msgspec.Struct, gc=False):
     traceId: str | None = None
     spanId: str | None = None
     parentSpanId: str | None = None
@@ -66,22 +66,22 @@ class _Span(msgspec.Struct):
     droppedAttributesCount: int | str | None = None
 
 
-class _Scope(msgspec.Struct):
+class _Scope(msgspec.Struct, gc=False):
     name: str | None = None
 
 
-class _ScopeSpans(msgspec.Struct):
+class _ScopeSpans(msgspec.Struct, gc=False):
     scope: _Scope | None = None
     instrumentationLibrary: _Scope | None = None
     spans: list[_Span] | None = None
 
 
-class _ResourceSpans(msgspec.Struct):
+class _ResourceSpans(msgspec.Struct, gc=False):
     scopeSpans: list[_ScopeSpans] | None = None
     instrumentationLibrarySpans: list[_ScopeSpans] | None = None
 
 
-class _TracesData(msgspec.Struct):
+class _TracesData(msgspec.Struct, gc=False):
     resourceSpans: list[_ResourceSpans]
 
 
@@ -141,13 +141,6 @@ def decode_line(
     try:
         data = _DECODE(raw)
         seen: dict[str, str] = {}  # a line's ids repeat (a trace id on every span)
-
-        def ident(value: Any, size: int, what: str) -> str:
-            got = seen.get(value)
-            if got is None or len(got) != 2 * size:
-                got = seen[value] = hex_id(value, size, what)
-            return got
-
         out = []
         for resource in data.resourceSpans:
             scopes = resource.scopeSpans
@@ -157,7 +150,7 @@ def decode_line(
                 about = scope.scope or scope.instrumentationLibrary
                 name = (about.name or "") if about is not None else ""
                 for span in scope.spans or ():
-                    out.append(_span(span, name, make, ident, error_codes, remote_parent))
+                    out.append(_span(span, name, make, hex_id, seen, error_codes, remote_parent))
         return out
     except (msgspec.DecodeError, ValueError, TypeError):
         raise Unhandled from None
@@ -168,6 +161,7 @@ def _span(
     scope: str,
     make: Callable[..., Any],
     hex_id: Callable[[Any, int, str], str],
+    seen: dict[str, str],
     error_codes: frozenset[Any],
     remote_parent: int,
 ) -> Any:
@@ -180,10 +174,21 @@ def _span(
     parent = span.parentSpanId
     if parent and int(span.flags or 0) & remote_parent == remote_parent:
         parent = None
+    # ids as lowercase hex, each checked once a line (``seen``: checked value -> hex)
+    trace = seen.get(span.traceId)  # type: ignore[arg-type]
+    if trace is None or len(trace) != 32:
+        trace = seen[span.traceId] = hex_id(span.traceId, 16, "traceId")  # type: ignore[index]
+    own = seen.get(span.spanId)  # type: ignore[arg-type]
+    if own is None or len(own) != 16:
+        own = seen[span.spanId] = hex_id(span.spanId, 8, "spanId")  # type: ignore[index]
+    if parent:
+        above = seen.get(parent)
+        if above is None or len(above) != 16:
+            above = seen[parent] = hex_id(parent, 8, "parentSpanId")
     return make(
-        hex_id(span.traceId, 16, "traceId"),
-        hex_id(span.spanId, 8, "spanId"),
-        hex_id(parent, 8, "parentSpanId") if parent else None,
+        trace,
+        own,
+        above if parent else None,
         span.name or "",
         _attributes(span.attributes),
         int(span.startTimeUnixNano or 0),
