@@ -217,3 +217,34 @@ def test_one_lookup_finds_retrieval_and_sample_level_metrics() -> None:
     assert "faithfulness" in available_metrics("rag")
     with pytest.raises(InvalidInputError, match="kind must be"):
         get_metric("ndcg", kind="judge")  # type: ignore[arg-type]
+
+
+def test_every_trec_eval_measure_is_in_the_registry_with_its_meaning() -> None:
+    """``get_metric`` finds trec_eval's measures (kind ``"trec"``, or by a name no other
+    registry has), each with its convention in words; a retrieval name stays the built-in."""
+    import pytrec_eval
+
+    from ragmeter.metrics.trec import NICKNAMES
+
+    names = available_metrics("trec")
+    assert set(NICKNAMES["all_trec"]) <= set(names)
+    for name in names:
+        measure = get_metric(name, kind="trec")
+        assert measure.name == name and measure.meaning, name
+    assert get_metric("bpref") is get_metric("bpref", kind="trec")
+    assert get_metric("map").name == "map" and get_metric("map") is not get_metric("map", "trec")
+    qrels = {"q": {"d1": 2, "d2": 0, "d3": 1, "d4": 1}}
+    ranked = ["d2", "x", "d1", "y", "d3"]
+    run = {"q": {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}}
+    oracle = pytrec_eval.RelevanceEvaluator(qrels, {"bpref", "Rprec", "infAP", "P_2", "ndcg"})
+    expected = oracle.evaluate(run)["q"]
+    for name, k, key in [
+        ("bpref", None, "bpref"),
+        ("Rprec", None, "Rprec"),
+        ("infAP", None, "infAP"),
+        ("P", 2, "P_2"),
+        ("ndcg", None, "ndcg"),
+    ]:
+        assert get_metric(name, kind="trec").evaluate(qrels["q"], ranked, k) == expected[key]
+    with pytest.raises(UnknownMetricError, match="trec_eval measures \\(kind='trec'\\): .*bpref"):
+        get_metric("bperf")

@@ -27,6 +27,7 @@ from ragmeter.metrics import ranking
 
 if TYPE_CHECKING:
     from ragmeter.metrics.base import RagMetricRegistry
+    from ragmeter.metrics.trec import TrecMeasures
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -228,42 +229,58 @@ for _cls in (HitRate, MAP, MRR, NDCG, Precision, Recall):
 RETRIEVAL_METRICS = METRICS
 
 
-MetricKind = Literal["retrieval", "rag"]
+MetricKind = Literal["retrieval", "rag", "trec"]
 
 
 def available_metrics(kind: MetricKind = "retrieval") -> tuple[str, ...]:
     """The registered metric names of one kind, sorted: ``"retrieval"`` (scored on a run
-    against qrels by :func:`ragmeter.evaluate_run`) or ``"rag"`` (scored on each sample by
-    :func:`ragmeter.evaluate_rag`)."""
-    return tuple(_registry(kind))  # sorted
+    against qrels by :func:`ragmeter.evaluate_run`), ``"rag"`` (scored on each sample by
+    :func:`ragmeter.evaluate_rag`) or ``"trec"`` (every trec_eval measure, as
+    ``evaluate_run(measures=[...])`` and ``ragmeter trec_eval`` take them)."""
+    return tuple(sorted(_registry(kind)))
 
 
 def get_metric(name: str, kind: MetricKind | None = None) -> Any:
     """The metric registered as ``name`` (bare, no ``@k``), from the one place names live.
 
     ``kind=None`` looks among the retrieval metrics (:data:`METRICS`), then the sample-level
-    RAG metrics (:data:`ragmeter.metrics.base.RAG_METRICS`); a name in both (the retrieval
-    names ``ndcg``, ``recall``, ...: the RAG registry scores them per sample) is the
-    retrieval metric unless ``kind="rag"``. Raises :class:`UnknownMetricError` naming every
-    registered name when there is none (the retrieval names first, as seed 004 lists them).
+    RAG metrics (:data:`ragmeter.metrics.base.RAG_METRICS`), then trec_eval's measures
+    (:data:`ragmeter.metrics.trec.TREC_MEASURES`: ``bpref``, ``infAP``, ``Rprec``...); a name
+    in two (the retrieval names ``ndcg``, ``recall``, ...: the RAG registry scores them per
+    sample, trec_eval has its own ``map``) is the first one's unless ``kind`` says.
+    Raises :class:`UnknownMetricError` naming every registered name when there is none (the
+    retrieval names first, as seed 004 lists them).
 
     >>> get_metric("ndcg"), get_metric("faithfulness").name, get_metric("ndcg", kind="rag")
     (NDCG(), 'faithfulness', NdcgAtK(k=5))
+    >>> get_metric("bpref"), get_metric("map", kind="trec")
+    (TrecMeasure('bpref'), TrecMeasure('map'))
     """
     if kind is not None:
-        if kind not in ("retrieval", "rag"):
-            raise InvalidInputError(f"kind must be 'retrieval', 'rag' or None, got {kind!r}")
+        if kind not in ("retrieval", "rag", "trec"):
+            raise InvalidInputError(
+                f"kind must be 'retrieval', 'rag', 'trec' or None, got {kind!r}"
+            )
         return _registry(kind).get_metric(name)
-    for registry in (METRICS, _registry("rag")):
+    for registry in (METRICS, _registry("rag"), _registry("trec")):
         if isinstance(name, str) and name in registry:
             return registry.get_metric(name)
     rag = ", ".join(n for n in _registry("rag") if n not in METRICS)
-    raise UnknownMetricError(name, METRICS, also=f" Sample-level RAG metrics: {rag}.")
+    trec = ", ".join(n for n in _registry("trec") if n not in METRICS)
+    raise UnknownMetricError(
+        name,
+        METRICS,
+        also=f" Sample-level RAG metrics: {rag}. trec_eval measures (kind='trec'): {trec}.",
+    )
 
 
-def _registry(kind: MetricKind) -> MetricRegistry | RagMetricRegistry:
+def _registry(kind: MetricKind) -> MetricRegistry | RagMetricRegistry | TrecMeasures:
     if kind == "retrieval":
         return METRICS
+    if kind == "trec":
+        from ragmeter.metrics.trec import TREC_MEASURES  # numpy: imported when asked
+
+        return TREC_MEASURES
     from ragmeter.metrics.base import RAG_METRICS  # filled as ``import ragmeter`` loads them
 
     return RAG_METRICS

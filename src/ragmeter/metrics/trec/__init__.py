@@ -19,6 +19,7 @@ ranking by score descending with ties broken by doc id descending, relevance at 
 from __future__ import annotations
 
 from ragmeter.metrics.trec._alpha import SubtopicQrels, alpha_ndcg, parse_subtopic_qrels
+from ragmeter.metrics.trec._catalog import TREC_MEASURES, TrecMeasure, TrecMeasures
 from ragmeter.metrics.trec._engine import TrecEvalResult, evaluate
 from ragmeter.metrics.trec._files import Results, parse_qrels, parse_results
 from ragmeter.metrics.trec._format import format_trec_eval
@@ -27,9 +28,12 @@ from ragmeter.metrics.trec._spec import MEASURES, NICKNAMES, parse_measures
 __all__ = [
     "MEASURES",
     "NICKNAMES",
+    "TREC_MEASURES",
     "Results",
     "SubtopicQrels",
     "TrecEvalResult",
+    "TrecMeasure",
+    "TrecMeasures",
     "alpha_ndcg",
     "evaluate",
     "format_trec_eval",
