@@ -246,5 +246,5 @@ def test_every_trec_eval_measure_is_in_the_registry_with_its_meaning() -> None:
         ("ndcg", None, "ndcg"),
     ]:
         assert get_metric(name, kind="trec").evaluate(qrels["q"], ranked, k) == expected[key]
-    with pytest.raises(UnknownMetricError, match="trec_eval measures \\(kind='trec'\\): .*bpref"):
+    with pytest.raises(UnknownMetricError, match=r"trec_eval measures \(kind='trec'\): .*bpref"):
         get_metric("bperf")
