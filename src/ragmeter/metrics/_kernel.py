@@ -6,8 +6,9 @@ needed); one walk over the query's judgements (a handful of docs, not the whole 
 then every requested built-in metric at every cut-off from the sorted 1-based hit ranks,
 with prefix sums built in C by ``itertools.accumulate``. The same walk gives ``judged@k``
 (code ``judged``: the share of the top ``min(k, n)`` that has a judgement, any grade), so
-the drivers report it on every run at the cost of one lookup per judgement. Values come out as a flat list in
-the order of :func:`result_keys`, so the driver builds keys once per run, not per query.
+the drivers report it on every run at the cost of one lookup per judgement. Values come
+out as a flat list in the order of :func:`result_keys`, so the driver builds keys once per
+run, not per query.
 
 Sums are accumulated in the order trec_eval uses (rank ascending: ``gain / log2(rank + 1)``
 for DCG, ``rel_so_far / rank`` for AP), with plain float additions, so per-query values
