@@ -262,12 +262,19 @@ def test_judged_only_says_the_docs_were_removed() -> None:
     assert "not lower bounds" in warning
 
 
-def test_qrels_that_list_only_relevant_docs_are_named_and_not_told_to_use_judged_only() -> None:
+def test_qrels_of_relevant_docs_only_give_no_warning_judged_is_precision_there() -> None:
+    """Many collections list only the relevant docs: every other doc is 'unjudged', so
+    judged@k is precision@k (over min(k, n)) and a warning would fire on every run."""
     qrels = {"q1": {"d1": 1, "d3": 2}, "q2": {"d4": 1}}
-    report = evaluate_run(qrels, RUN, k_values=(10,))
-    [warning] = [w for w in report.warnings if "(judged@10)" in w]
-    assert "these qrels judge no doc non-relevant" in warning
-    assert "judged_only" not in warning
+    report = evaluate_run(qrels, RUN, k_values=(1, 10))
+    assert report.judged is not None and report.judged.relevant_only is True
+    assert report.judged.below_threshold and not report.warnings
+    for qid, shares in judged_oracle(qrels, RUN, [1, 10]).items():
+        assert report.judged.per_query[qid] == pytest.approx(shares)
+    graded = evaluate_run(QRELS, RUN, k_values=(10,))  # QRELS judge some docs 0
+    assert graded.judged is not None and graded.judged.relevant_only is False
+    fine = evaluate_run(QRELS, {"q1": ["d1", "d2"], "q2": ["d4"], "q3": ["d6"]}, k_values=(10,))
+    assert fine.judged is not None and fine.judged.relevant_only is None  # not looked at
 
 
 def test_no_judged_doc_at_all_gives_the_doc_ids_warning_only() -> None:

@@ -131,6 +131,11 @@ def judged_note(report: RetrievalEvalReport) -> str | None:
         f"judged@{j.k}: {j.share:.1%} of the {j.documents:,} top-{j.k} docs are judged; "
         f"{j.unjudged:,} unjudged ({what}) in {j.queries_with_unjudged:,} of "
         f"{j.queries:,} queries"
+        + (
+            " (the qrels list relevant docs only: judged@k is precision@k)"
+            if j.relevant_only
+            else ""
+        )
     )
 
 

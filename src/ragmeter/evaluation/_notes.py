@@ -86,38 +86,21 @@ def note_unjudged_docs(
     )
 
 
-def note_unjudged_top(log: WarningLog, counts: JudgedShare, *, relevant_only: bool) -> None:
-    """Too few of the top-k docs are judged: say how many are not, and what that means.
-
-    ``relevant_only`` says the qrels judge no doc non-relevant (as many collections list only
-    the relevant docs), so every non-relevant doc is an unjudged one.
-    """
+def note_unjudged_top(log: WarningLog, counts: JudgedShare) -> None:
+    """Too few of the top-k docs are judged: say how many are not, and what that means."""
     k = counts.k
     rankings = f"{counts.queries:,} ranking" + ("s" if counts.queries != 1 else "")
     head = (
         f"only {counts.share:.1%} of the top-{k} docs are judged (judged@{k}, all rankings "
         f"pooled; judged_threshold {counts.threshold:g}): {counts.unjudged:,} of the "
         f"{counts.documents:,} docs in the top {k} of {rankings} have no judgement, in "
-        f"{counts.queries_with_unjudged:,} of those queries"
-        + (
-            " (these qrels judge no doc non-relevant, so judged@k counts the relevant docs "
-            "only: every other doc is unjudged)"
-            if relevant_only
-            else ""
-        )
-        + "; "
+        f"{counts.queries_with_unjudged:,} of those queries; "
     )
     if counts.judged_only:
         tail = (
             "judged_only=True removed them before scoring (trec_eval -J, condensed lists), "
             "so these scores are over judged docs only: not lower bounds, and not comparable "
             "with scores that count unjudged docs as non-relevant"
-        )
-    elif relevant_only:  # judged_only would keep the relevant docs only: no advice
-        tail = (
-            "they count as non-relevant, so every score here is a lower bound (a system "
-            "that finds relevant docs the assessors never saw is under-rated); judge them "
-            "(add their grades, 0 for non-relevant, to the qrels)"
         )
     else:
         tail = (

@@ -453,8 +453,10 @@ def finish_report(
     if all_zero and not merged.judged_doc and merged.retrieved:
         shown = [d for _, ids in sorted(merged.examples) for d in ids]
         note_unjudged_docs(log, merged.retrieved, shown)
-    elif judged.below_threshold:
-        note_unjudged_top(log, judged, relevant_only=relevant_only(plan.qrels, plan.level))
+    elif judged.below_threshold:  # qrels of relevant docs only: judged@k is precision@k
+        judged.relevant_only = relevant_only(plan.qrels, plan.level)
+        if not judged.relevant_only:
+            note_unjudged_top(log, judged)
     unjudged = {"unjudged": UNJUDGED_JUDGED_ONLY} if plan.options.judged_only else {}
     return RetrievalEvalReport(
         metrics=means,

@@ -216,11 +216,12 @@ def judged_facts(report: RetrievalEvalReport) -> list[tuple[str, str]]:
     j = report.judged
     if j is None or not j.documents:
         return []
-    done = (
-        "removed before scoring (judged_only, trec_eval -J)"
-        if j.judged_only
-        else "counted non-relevant: scores are lower bounds"
-    )
+    if j.judged_only:
+        done = "removed before scoring (judged_only, trec_eval -J)"
+    elif j.relevant_only:
+        done = "counted non-relevant (the qrels list relevant docs only: judged@k is precision@k)"
+    else:
+        done = "counted non-relevant: scores are lower bounds"
     return [
         (
             f"judged@{j.k}",

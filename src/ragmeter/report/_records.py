@@ -74,8 +74,12 @@ class JudgedShare:
     report has it, else the one nearest 10): ``documents`` in their tops (``min(k, n)``
     each), of which ``unjudged`` have no judgement; ``queries`` rankings that hold a doc, of
     which ``queries_with_unjudged`` have an unjudged doc in their top ``k``. The report warns
-    when the judged ``share`` is under ``threshold``; ``judged_only`` says whether the
-    unjudged docs were removed before scoring (trec_eval ``-J``).
+    when the judged ``share`` is under ``threshold``, unless the qrels judge no doc
+    non-relevant (``relevant_only``: many collections list only the relevant docs, and
+    then ``judged@k`` is ``precision@k`` and says nothing about what was never judged; it
+    is looked at only when the share is under the threshold, ``None`` otherwise);
+    ``judged_only`` says whether the unjudged docs were removed before scoring (trec_eval
+    ``-J``).
 
     >>> j = JudgedShare(k=10, documents=200, unjudged=50, queries=20,
     ...                 queries_with_unjudged=12, threshold=0.9)
@@ -90,6 +94,7 @@ class JudgedShare:
     queries_with_unjudged: int
     threshold: float
     judged_only: bool = False
+    relevant_only: bool | None = None
     means: dict[str, float] = field(default_factory=dict)
     _ids: Sequence[str] = field(default=(), repr=False, compare=False)
     _values: Sequence[Sequence[float]] = field(default=(), repr=False, compare=False)
@@ -114,7 +119,8 @@ class JudgedShare:
 
     @property
     def below_threshold(self) -> bool:
-        """Whether the judged share is under ``threshold`` (then the report warns)."""
+        """Whether the judged share is under ``threshold`` (then the report warns, unless
+        the qrels list relevant docs only)."""
         return self.unjudged > 0 and self.share < self.threshold
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,6 +145,9 @@ class JudgedShare:
             queries_with_unjudged=int(data["queries_with_unjudged"]),
             threshold=float(data["threshold"]),
             judged_only=bool(data.get("judged_only", False)),
+            relevant_only=None
+            if data.get("relevant_only") is None
+            else bool(data["relevant_only"]),
             means={str(k): float(v) for k, v in (data.get("means") or {}).items()},
         )
         rows = per_query or {}
