@@ -187,3 +187,28 @@ def test_html_report_shows_the_counts_and_the_warning(
     assert "removed before scoring (judged_only, trec_eval -J)" in j.read_text()
     code, _, err = invoke(capsys, "report", str(tmp_path / "s.jsonl"), "--html", str(j), "-J")
     assert code != 0 and "--judged-only is for a retrieval report" in err
+
+
+def test_compare_scores_both_runs_judged_only(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    reversed_run = tmp_path / "reversed.txt"  # each ranking upside down
+    lines = (TREC / "results.test").read_text().splitlines()
+    reversed_run.write_text(
+        "".join(f"{q} Q0 {d} {r} {-float(s)} rev\n" for q, _, d, r, s, _ in map(str.split, lines))
+    )
+    qrels = read_qrels(TREC / "qrels.test")
+    runs = [TREC / "results.test", reversed_run]
+    means = []
+    for path in runs:
+        evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"map"}, judged_docs_only_flag=True)
+        scored = evaluator.evaluate(read_run(path))
+        means.append(sum(v["map"] for v in scored.values()) / len(scored))
+    args = ["compare", "--qrels", str(TREC / "qrels.test"), *map(str, runs), "--json"]
+    args += ["--metric", "map"]
+    code, out, _ = invoke(capsys, *args, "-J")
+    data = json.loads(out)
+    assert code == 0
+    assert (data["mean_a"], data["mean_b"]) == (pytest.approx(means[0]), pytest.approx(means[1]))
+    _, plain, _ = invoke(capsys, *args)
+    assert json.loads(plain)["mean_a"] != data["mean_a"]
