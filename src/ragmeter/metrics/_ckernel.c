@@ -19,6 +19,9 @@
  * no Python code runs (exact str hash and compare are pure C, no object is allocated before the
  * result list), so the inputs cannot change under it and the call cannot be re-entered.
  *
+ * Values of exactly +0.0 and 1.0 (most hit rates, many precisions and judged shares) are
+ * returned as two shared float objects, so a query allocates only the floats that differ.
+ *
  * configure(fallback, repeated_error) must be called once (ragmeter.metrics._kernel does) with
  * the Python kernel and the RepeatedDocsError class raised for a scored ranking that repeats a
  * doc id.
@@ -36,6 +39,8 @@ enum { NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, JUDGED, N_CODES };
 
 static PyObject *fallback_kernel = NULL; /* the Python reference kernel */
 static PyObject *repeated_error = NULL;  /* RepeatedDocsError */
+static PyObject *float_zero = NULL;      /* 0.0 and 1.0, shared: most values are one of them */
+static PyObject *float_one = NULL;
 
 /* log2_table[r] == log2(r + 1): the DCG discount of 1-based rank r (log2_table[0] unused). */
 static double *log2_table = NULL;
@@ -511,8 +516,14 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         goto error;
     }
     for (Py_ssize_t i = 0; i < nv; i++) {
-        PyObject *f = PyFloat_FromDouble(out[i]);
-        if (f == NULL) {
+        PyObject *f;
+        if (out[i] == 0.0 && !signbit(out[i])) { /* +0.0: the one float object, shared */
+            f = Py_NewRef(float_zero);
+        }
+        else if (out[i] == 1.0) {
+            f = Py_NewRef(float_one);
+        }
+        else if ((f = PyFloat_FromDouble(out[i])) == NULL) {
             Py_CLEAR(result);
             goto error;
         }
@@ -582,6 +593,12 @@ PyMODINIT_FUNC
 PyInit__ckernel(void)
 {
     if (grow_log2(1024) < 0) {
+        return NULL;
+    }
+    if (float_zero == NULL && (float_zero = PyFloat_FromDouble(0.0)) == NULL) {
+        return NULL;
+    }
+    if (float_one == NULL && (float_one = PyFloat_FromDouble(1.0)) == NULL) {
         return NULL;
     }
     return PyModule_Create(&module_def);
