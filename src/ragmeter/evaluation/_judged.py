@@ -16,10 +16,13 @@ from ragmeter.report import JudgedShare
 __all__ = ["judged_share", "relevant_only"]
 
 
-def judged_share(top: Sequence[int], k: int, options: RunOptions) -> JudgedShare:
+def judged_share(
+    top: Sequence[int], k: int, options: RunOptions, keys: Sequence[str] = ()
+) -> JudgedShare:
     """The :class:`~ragmeter.report.JudgedShare` of a run from the scoring loop's counts at
     cut-off ``k``: ``top`` is (docs in the scored rankings' tops, how many of them are
-    unjudged, rankings that hold a doc, rankings with an unjudged doc in their top).
+    unjudged, rankings that hold a doc, rankings with an unjudged doc in their top);
+    ``keys`` the ``judged@k`` keys.
 
     >>> from ragmeter.evaluation._checks import check_options
     >>> share = judged_share([20, 5, 2, 1], 10, check_options("ndcg", 10, None, "zero"))
@@ -35,6 +38,7 @@ def judged_share(top: Sequence[int], k: int, options: RunOptions) -> JudgedShare
         queries_with_unjudged=short,
         threshold=options.judged_threshold,
         judged_only=options.judged_only,
+        keys=tuple(keys),
     )
 
 

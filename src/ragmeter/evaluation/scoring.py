@@ -24,7 +24,6 @@ custom metrics that fail) hold the same way, with the same messages, whatever th
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -430,15 +429,14 @@ def finish_report(
     if merged.rows is not None:
         per_q, judged_ids, judged_rows = kept_rows(merged.rows, absent, failed)
         means = column_means(per_q, ordered, plan.metric_keys, n, custom=bool(plan.custom))
-        judged_columns = zip(*judged_rows, strict=True)
-        judged_means = [math.fsum(col) / n for col in judged_columns]
+        judged_means = None  # from the rows, when asked for
     else:
         dists = merged.distributions
         full = [{**dict(zip(plan.judged_keys, jv, strict=True)), **row} for *_, row, jv in absent]
         for key, dist in dists.items():
             dist.add_trusted([row[key] for row in full if key in row])
         means = {key: dists[key].mean(rule="fsum") for key in ordered}
-        judged_means = [dists[key].mean(rule="fsum") for key in plan.judged_keys]
+        judged_means = {key: dists[key].mean(rule="fsum") for key in plan.judged_keys}
         if mode == "skip":
             for key in ordered:
                 dists[key].add_missing(len(missing))
@@ -447,9 +445,10 @@ def finish_report(
             writer.drop([k for k in plan.all_keys if k.split("@", 1)[0] in failed])
     kernel_metrics = plan.keys[: -len(plan.ks)]
     all_zero = kernel_metrics and not any(means.get(key) for key in kernel_metrics)
-    judged = judged_share(merged.top, plan.judged_at, plan.options)
-    judged.means = dict(zip(plan.judged_keys, judged_means, strict=True))
-    judged.set_rows(judged_ids, judged_rows)
+    judged = judged_share(merged.top, plan.judged_at, plan.options, plan.judged_keys)
+    judged.set_rows(judged_ids, judged_rows, n)
+    if judged_means is not None:
+        judged.set_means(judged_means)
     if all_zero and not merged.judged_doc and merged.retrieved:
         shown = [d for _, ids in sorted(merged.examples) for d in ids]
         note_unjudged_docs(log, merged.retrieved, shown)

@@ -4,8 +4,9 @@ under, how much of what was retrieved was judged (:class:`JudgedShare`) and the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -82,9 +83,12 @@ class JudgedShare:
     ``-J``).
 
     >>> j = JudgedShare(k=10, documents=200, unjudged=50, queries=20,
-    ...                 queries_with_unjudged=12, threshold=0.9)
+    ...                 queries_with_unjudged=12, threshold=0.9, keys=("judged@10",))
     >>> j.share, j.below_threshold
     (0.75, True)
+    >>> j.set_rows(["q1", "q2"], [[1.0], [0.5]], 2)
+    >>> j.means, j.per_query["q2"]
+    ({'judged@10': 0.75}, {'judged@10': 0.5})
     """
 
     k: int
@@ -95,20 +99,42 @@ class JudgedShare:
     threshold: float
     judged_only: bool = False
     relevant_only: bool | None = None
-    means: dict[str, float] = field(default_factory=dict)
-    _ids: Sequence[str] = field(default=(), repr=False, compare=False)
-    _values: Sequence[Sequence[float]] = field(default=(), repr=False, compare=False)
+    keys: tuple[str, ...] = ()
+    """The ``judged@k`` keys, one per cut-off, in order."""
 
-    def set_rows(self, ids: Sequence[str], values: Sequence[Sequence[float]]) -> None:
-        """Set the per-query values: ``values[i]`` holds query ``ids[i]``'s ``judged@k`` at
-        each cut-off, in the order of ``means`` (made into ``per_query`` when asked for)."""
-        self._ids, self._values = ids, values
+    def __post_init__(self) -> None:
+        self._ids: Sequence[str] = ()
+        self._values: Sequence[Sequence[float]] = ()
+        self._n = 0
+        self._means: dict[str, float] | None = None
+
+    def set_rows(self, ids: Sequence[str], values: Sequence[Sequence[float]], n: int) -> None:
+        """Set the per-query values (``values[i]``: query ``ids[i]``'s share at each of
+        ``keys``) and how many queries the means are over (``means`` and ``per_query`` are
+        computed from them when first asked for)."""
+        self._ids, self._values, self._n, self._means = ids, values, n, None
         self.__dict__.pop("per_query", None)
+        self.__dict__.pop("means", None)
+
+    def set_means(self, means: Mapping[str, float]) -> None:
+        """Set the means (for a run whose per-query values were not kept)."""
+        self._means = dict(means)
+        self.__dict__.pop("means", None)
+
+    @cached_property
+    def means(self) -> dict[str, float]:
+        """``judged@k``'s mean at each cut-off (``math.fsum`` over the queries / their number)."""
+        if self._means is not None:
+            return dict(self._means)
+        if not self._n:
+            return {}
+        columns = zip(*self._values, strict=True)
+        return {key: math.fsum(col) / self._n for key, col in zip(self.keys, columns, strict=True)}
 
     @cached_property
     def per_query(self) -> dict[str, dict[str, float]]:
         """Every query's ``{"judged@k": share}`` (empty when per-query scores were not kept)."""
-        keys = list(self.means)
+        keys = self.keys
         rows = zip(self._ids, self._values, strict=True)
         return {q: dict(zip(keys, v, strict=True)) for q, v in rows}
 
@@ -126,7 +152,7 @@ class JudgedShare:
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form, with the ``share``, without ``per_query`` (the report writes it
         as ``judged_per_query``, row by row)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "keys"}
         out["means"] = dict(self.means)
         out["share"] = self.share
         return out
@@ -148,13 +174,12 @@ class JudgedShare:
             relevant_only=None
             if data.get("relevant_only") is None
             else bool(data["relevant_only"]),
-            means={str(k): float(v) for k, v in (data.get("means") or {}).items()},
+            keys=tuple(str(k) for k in (data.get("means") or {})),
         )
         rows = per_query or {}
-        keys = list(share.means)
-        share.set_rows(
-            [str(q) for q in rows], [[float(row[k]) for k in keys] for row in rows.values()]
-        )
+        values = [[float(row[k]) for k in share.keys] for row in rows.values()]
+        share.set_rows([str(q) for q in rows], values, 0)
+        share.set_means({str(k): float(v) for k, v in (data.get("means") or {}).items()})
         return share
 
 
