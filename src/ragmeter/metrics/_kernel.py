@@ -215,10 +215,11 @@ def py_score_query(
     out: list[float] = []
     for code in codes:
         if code == JUDGED:  # judged docs in the top min(k, n), over min(k, n)
-            judged = sorted(r for r in map(get, judgements) if r is not None)
-            for k in ks:
-                top = k if k < n else n
-                out.append(bisect_right(judged, k) / top if top else 0.0)
+            if n:
+                judged = sorted(filter(None, map(get, judgements)))  # ranks are >= 1
+                out += [bisect_right(judged, k) / (k if k < n else n) for k in ks]
+            else:
+                out += [0.0] * len(ks)
         elif code == PRECISION:
             out += [c / k for c, k in zip(counts, ks, strict=True)]
         elif code == RECALL:
