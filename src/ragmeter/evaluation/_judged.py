@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragmeter.evaluation._checks import RunOptions
-from ragmeter.report import JudgedShare
+from ragmeter.evaluation._notes import note_unjudged_top
+from ragmeter.report import JudgedShare, WarningLog
 
-__all__ = ["judged_share", "relevant_only"]
+__all__ = ["judged_share", "relevant_only", "warn_unjudged"]
 
 
 def judged_share(
@@ -59,3 +60,17 @@ def relevant_only(qrels: Mapping[str, Mapping[str, float]], level: float | None)
     except TypeError:  # a grade of a query that was not scored: not for this note to say
         return False
     return True
+
+
+def warn_unjudged(
+    log: WarningLog,
+    judged: JudgedShare,
+    qrels: Mapping[str, Mapping[str, float]],
+    level: float | None,
+) -> None:
+    """Warn when the judged share is under the threshold, unless the qrels list relevant
+    docs only (then ``judged@k`` is ``precision@k``: ``judged.relevant_only`` says so)."""
+    if judged.below_threshold:
+        judged.relevant_only = relevant_only(qrels, level)
+        if not judged.relevant_only:
+            note_unjudged_top(log, judged)

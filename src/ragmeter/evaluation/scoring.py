@@ -41,14 +41,13 @@ from ragmeter.evaluation._checks import (
     log_read_notes,
     str_keys,
 )
-from ragmeter.evaluation._judged import judged_share, relevant_only
+from ragmeter.evaluation._judged import judged_share, warn_unjudged
 from ragmeter.evaluation._notes import (
     averaging,
     no_ranking_error,
     no_scorable_error,
     note_missing,
     note_unjudged_docs,
-    note_unjudged_top,
 )
 from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
 from ragmeter.evaluation._rows import Row, column_means, kept_rows, order_keys
@@ -452,10 +451,8 @@ def finish_report(
     if all_zero and not merged.judged_doc and merged.retrieved:
         shown = [d for _, ids in sorted(merged.examples) for d in ids]
         note_unjudged_docs(log, merged.retrieved, shown)
-    elif judged.below_threshold:  # qrels of relevant docs only: judged@k is precision@k
-        judged.relevant_only = relevant_only(plan.qrels, plan.level)
-        if not judged.relevant_only:
-            note_unjudged_top(log, judged)
+    else:
+        warn_unjudged(log, judged, plan.qrels, plan.level)
     unjudged = {"unjudged": UNJUDGED_JUDGED_ONLY} if plan.options.judged_only else {}
     return RetrievalEvalReport(
         metrics=means,
