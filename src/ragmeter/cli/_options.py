@@ -121,6 +121,26 @@ MissingOpt = Annotated[
     ),
 ]
 
+JudgedOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--judged-only",
+        "-J",
+        help="Remove each ranking's unjudged docs before scoring, ranks closed up (trec_eval "
+        "-J; condensed lists). Default: unjudged docs count as non-relevant.",
+    ),
+]
+JudgedThresholdOpt = Annotated[
+    float,
+    typer.Option(
+        "--judged-threshold",
+        min=0.0,
+        max=1.0,
+        help="Warn when under this share of the top-k docs is judged (k: 10, or the cut-off "
+        "nearest 10); 0 never warns.",
+    ),
+]
+
 _DEFAULT_K = ",".join(str(k) for k in DEFAULT_K_VALUES)
 #: The built-in metrics in the order the table shows them (the headline NDCG first).
 DISPLAY_METRICS: tuple[str, ...] = ("ndcg", "recall", "precision", "map", "mrr", "hit_rate")

@@ -97,16 +97,46 @@ def _cells(values: Mapping[str, float], names: list[str], cols: list[str]) -> li
 
 
 def retrieval_table(report: RetrievalEvalReport) -> Table:
-    """A rich table: one row per metric, one column per cut-off, ``all`` for uncut ones."""
+    """A rich table: one row per metric, one column per cut-off, ``all`` for uncut ones;
+    under a rule, ``judged`` (the share of the top k that is judged) when the report has it."""
     names, ks, uncut = _grid(report.metrics)
     cols = [f"@{c}" for c in ks] + ([""] if uncut else [])
     table = Table()
     table.add_column("metric", style="bold")
     for col in cols:
         table.add_column(col or "all", justify="right")
-    for name in names:
-        table.add_row(name, *_cells(report.metrics, [name], cols))
+    for i, name in enumerate(names):
+        table.add_row(name, *_cells(report.metrics, [name], cols), end_section=i == len(names) - 1)
+    judged = report.judged
+    if judged is not None and judged.means and "judged" not in names:
+        table.add_row("judged", *_cells(judged.means, ["judged"], cols), style="dim")
     return table
+
+
+def judged_note(report: RetrievalEvalReport) -> str | None:
+    """One line on the unjudged docs in the rankings' top k (``None`` without counts).
+
+    >>> from ragmeter.report import JudgedShare
+    >>> r = RetrievalEvalReport(metrics={}, per_query={}, n_queries=2, k_values=(10,),
+    ...     judged=JudgedShare(k=10, documents=20, unjudged=5, queries=2,
+    ...                        queries_with_unjudged=1, threshold=0.9))
+    >>> judged_note(r)
+    'judged@10: 75.0% of the 20 top-10 docs are judged; 5 unjudged (counted...) in 1 of 2 queries'
+    """
+    j = report.judged
+    if j is None or not j.documents:
+        return None
+    what = "removed before scoring: --judged-only" if j.judged_only else "counted non-relevant"
+    return (
+        f"judged@{j.k}: {j.share:.1%} of the {j.documents:,} top-{j.k} docs are judged; "
+        f"{j.unjudged:,} unjudged ({what}) in {j.queries_with_unjudged:,} of "
+        f"{j.queries:,} queries"
+        + (
+            " (the qrels list relevant docs only: judged@k is precision@k)"
+            if j.relevant_only
+            else ""
+        )
+    )
 
 
 def per_query_table(report: RetrievalEvalReport) -> Table:
@@ -174,6 +204,9 @@ def _emit_retrieval(
         conv = report.conventions
         level = "> 0" if conv.relevance_level is None else f">= {conv.relevance_level:g}"
         note = f"relevant: grade {level}; ties: {conv.ties}"
+        judged = judged_note(report)
+        if judged is not None:
+            note += f"\n{judged}"
         Console(highlight=False, soft_wrap=True).print(note, style="dim", markup=False)
         if per_query:
             _print_table(per_query_table(report), f"Per-query scores ({report.n_queries} queries)")

@@ -12,6 +12,8 @@ from ragmeter.cli._app import CliError, _stderr, app
 from ragmeter.cli._options import (
     _DEFAULT_K,
     DISPLAY_METRICS,
+    JudgedOnlyOpt,
+    JudgedThresholdOpt,
     LevelOpt,
     MetricsOpt,
     MissingOpt,
@@ -20,7 +22,7 @@ from ragmeter.cli._options import (
     parse_k_values,
 )
 from ragmeter.errors import NoSamplesError, RagmeterError
-from ragmeter.evaluation.retrieval import evaluate_run
+from ragmeter.evaluation.retrieval import JUDGED_THRESHOLD, evaluate_run
 from ragmeter.io.trec import read_trec_run
 
 if TYPE_CHECKING:
@@ -117,15 +119,20 @@ def report_command(
     title: _TitleOpt = None,
     dataset: _DatasetOpt = None,
     system: _SystemOpt = None,
+    judged_only: JudgedOnlyOpt = False,
+    judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
 ) -> None:
     """Write an HTML report: plots, a sortable per-query table and drill-down, one file."""
-    header = {"title": title, "dataset": dataset, "system": system, "depth": depth}
+    header: dict[str, Any] = {"title": title, "dataset": dataset, "system": system}
+    header.update(depth=depth, judged=(judged_only, judged_threshold))
     if data is not None:
         if qrels is not None or run is not None or queries is not None or corpus is not None:
             raise CliError(
                 "give either a JSONL sample file (RAG report) or --qrels and --run (retrieval "
                 "report), not both; --queries and --corpus go with --qrels and --run"
             )
+        if judged_only:
+            raise CliError("--judged-only is for a retrieval report (--qrels and --run)")
         written, what, warnings = _rag_page(data, html, k, metrics, skip_errors, header)
     else:
         if qrels is None or run is None:
@@ -220,6 +227,8 @@ def _retrieval_page(
         metrics=_split_list(metrics) or list(DISPLAY_METRICS),
         relevance_level=relevance_level,
         missing_queries="skip" if missing_queries == "skip" else "zero",
+        judged_only=header["judged"][0],
+        judged_threshold=header["judged"][1],
     )
     queries, corpus = texts_from
     texts = load_texts(queries, "queries") if queries is not None else None

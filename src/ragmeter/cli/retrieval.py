@@ -13,6 +13,8 @@ from ragmeter.cli._options import (
     _DEFAULT_K,
     DISPLAY_METRICS,
     JsonOpt,
+    JudgedOnlyOpt,
+    JudgedThresholdOpt,
     KOpt,
     LevelOpt,
     MetricsOpt,
@@ -29,7 +31,7 @@ from ragmeter.cli._options import (
 )
 from ragmeter.cli._tables import _emit_retrieval
 from ragmeter.errors import InvalidInputError
-from ragmeter.evaluation.retrieval import evaluate_run
+from ragmeter.evaluation.retrieval import JUDGED_THRESHOLD, evaluate_run
 from ragmeter.io.beir import DEFAULT_QRELS_PATHS, read_beir_qrels
 from ragmeter.report import RetrievalEvalReport
 
@@ -42,10 +44,11 @@ def _score_files(
     relevance_level: float | None,
     missing_queries: str,
     per_query_out: Path | None = None,
+    judged: tuple[bool, float] = (False, JUDGED_THRESHOLD),
 ) -> RetrievalEvalReport:
     """Score a run file query by query when its queries' lines are together (a run of any
     size in little memory); otherwise read it whole (evaluate_run_file decides). Both give
-    the same report."""
+    the same report. ``judged`` is ``(judged_only, judged_threshold)``."""
     from ragmeter.evaluation.retrieval import evaluate_run_file
     from ragmeter.io.scores import score_format, write_scores
 
@@ -67,6 +70,8 @@ def _score_files(
         metrics=names,
         relevance_level=relevance_level,
         missing_queries=mode,
+        judged_only=judged[0],
+        judged_threshold=judged[1],
         ungrouped="read_whole",
     )
     if per_query_out is not None:  # the per-query rows are small: kept for --json/--trec -q
@@ -94,11 +99,20 @@ def retrieval(
     trec: TrecOpt = False,
     per_query: PerQueryOpt = False,
     per_query_out: PerQueryOutOpt = None,
+    judged_only: JudgedOnlyOpt = False,
+    judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
 ) -> None:
     """Score a TREC run against qrels (TREC or BEIR format, detected, or a BEIR directory)
     like trec_eval."""
     report = _score_files(
-        read_qrels(qrels), run, k, metrics, relevance_level, missing_queries, per_query_out
+        read_qrels(qrels),
+        run,
+        k,
+        metrics,
+        relevance_level,
+        missing_queries,
+        per_query_out,
+        (judged_only, judged_threshold),
     )
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
 
@@ -126,11 +140,20 @@ def beir(
     trec: TrecOpt = False,
     per_query: PerQueryOpt = False,
     per_query_out: PerQueryOutOpt = None,
+    judged_only: JudgedOnlyOpt = False,
+    judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
 ) -> None:
     """Score a TREC run against a BEIR dataset's qrels (the corpus is not loaded)."""
     path = _beir_qrels_path(directory, qrels_file)
     report = _score_files(
-        read_beir_qrels(path), run, k, metrics, relevance_level, missing_queries, per_query_out
+        read_beir_qrels(path),
+        run,
+        k,
+        metrics,
+        relevance_level,
+        missing_queries,
+        per_query_out,
+        (judged_only, judged_threshold),
     )
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._app import CliError, error_exit
+from ragmeter.cli._options import JudgedOnlyOpt
 from ragmeter.errors import InvalidInputError, RagmeterError, describe_error
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.stats import Comparable, compare, compare_many, gate
@@ -151,6 +152,7 @@ def _retrieval_report(
     metric: str | None,
     level: float | None,
     missing_queries: str = "zero",
+    judged_only: bool = False,
 ) -> RetrievalEvalReport:
     from ragmeter.evaluation.retrieval import evaluate_run
     from ragmeter.evaluation.scoring import check_options
@@ -170,6 +172,7 @@ def _retrieval_report(
         metrics=[m.group("name")],
         relevance_level=level,
         missing_queries=mode,
+        judged_only=judged_only,
     )
 
 
@@ -307,6 +310,7 @@ def _score_runs(
     metric: str | None,
     relevance_level: float | None,
     missing_queries: str,
+    judged_only: bool = False,
 ) -> tuple[list[Comparable], Mapping[str, Mapping[str, float]] | None]:
     """Each run (or sample file) scored on the metric compared, and the qrels read (``None``
     for sample files)."""
@@ -325,7 +329,10 @@ def _score_runs(
             "--qrels is required to score TREC runs (or pass --samples for JSONL sample files)"
         )
     judged = read_qrels_file(qrels)
-    reports = [_retrieval_report(p, judged, metric, relevance_level, missing_queries) for p in runs]
+    reports = [
+        _retrieval_report(p, judged, metric, relevance_level, missing_queries, judged_only)
+        for p in runs
+    ]
     return reports, judged
 
 
@@ -348,6 +355,7 @@ def compare_command(
     html: HtmlOpt = None,
     queries: QueriesOpt = None,
     corpus: CorpusOpt = None,
+    judged_only: JudgedOnlyOpt = False,
 ) -> None:
     """Is the difference real? Paired test, confidence interval and per-query wins.
 
@@ -372,6 +380,7 @@ def compare_command(
             metric=metric,
             relevance_level=relevance_level,
             missing_queries=missing_queries,
+            judged_only=judged_only,
         )
         labels = _labels(runs)
         if html is not None and len(reports) != 2:

@@ -33,6 +33,7 @@ from ragmeter.dask._collections import (
     task_prefix,
 )
 from ragmeter.errors import InvalidInputError, RagmeterError
+from ragmeter.evaluation.retrieval import JUDGED_THRESHOLD
 from ragmeter.evaluation.scoring import (
     RunPartial,
     RunPlan,
@@ -136,6 +137,8 @@ def evaluate_run(
     missing_queries: MissingQueries = "zero",
     warnings: WarningLog | None = None,
     per_query: bool = True,
+    judged_only: bool = False,
+    judged_threshold: float = JUDGED_THRESHOLD,
     client: Any = None,
     split_every: int = 8,
 ) -> RetrievalEvalReport:
@@ -165,7 +168,14 @@ def evaluate_run(
     percentiles exact up to 2,048 distinct values, else within a relative error of 0.001).
     ``client`` and ``split_every`` are as in :func:`ragmeter.dask.evaluate_rag`.
     """
-    options = check_options(metrics, k_values, relevance_level, missing_queries)
+    options = check_options(
+        metrics,
+        k_values,
+        relevance_level,
+        missing_queries,
+        judged_only=judged_only,
+        judged_threshold=judged_threshold,
+    )
     if per_query is not True and per_query is not False:
         raise InvalidInputError(
             f"per_query must be True or False under Dask, got {per_query!r:.80}"

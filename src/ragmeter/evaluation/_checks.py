@@ -27,6 +27,9 @@ aggregates (``False``), or write them to a ``.jsonl``/``.jsonl.gz``/``.parquet``
 
 _STR = frozenset({str})
 
+JUDGED_THRESHOLD = 0.9
+"""The default ``judged_threshold``: warn when under 90% of the top-k docs are judged."""
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -40,6 +43,11 @@ class RunOptions:
     """``relevance_level``: a doc is relevant when its grade ``>=`` it (``None``: ``> 0``)."""
     mode: MissingQueries
     """What a judged query without a ranking does to the mean."""
+    judged_only: bool = False
+    """Score each ranking with its unjudged docs removed and the ranks closed up
+    (trec_eval ``-J``; condensed lists)."""
+    judged_threshold: float = JUDGED_THRESHOLD
+    """Warn when the share of judged docs in the top k (at :func:`judged_cutoff`) is below it."""
 
 
 def check_options(
@@ -47,13 +55,17 @@ def check_options(
     k_values: Iterable[int] | int,
     relevance_level: object,
     missing_queries: object,
+    *,
+    judged_only: object = False,
+    judged_threshold: object = JUDGED_THRESHOLD,
 ) -> RunOptions:
     """Check a driver's options in the order every driver reports them.
 
     Raises :class:`~ragmeter.errors.UnknownMetricError` for an unregistered metric and
     :class:`~ragmeter.errors.InvalidInputError` for an empty metric list, a ``k < 1``, no
-    ``k``, a relevance level that is not a finite number, or a ``missing_queries`` rule
-    other than ``"zero"`` and ``"skip"``.
+    ``k``, a relevance level that is not a finite number, a ``missing_queries`` rule
+    other than ``"zero"`` and ``"skip"``, a ``judged_only`` that is not a bool or a
+    ``judged_threshold`` outside ``[0, 1]``.
 
     >>> check_options("ndcg", [10, 1, 10], None, "zero").ks
     (1, 10)
@@ -63,7 +75,36 @@ def check_options(
         ks=check_ks(k_values),
         level=check_level(relevance_level),
         mode=check_missing(missing_queries),
+        judged_only=check_flag(judged_only, "judged_only"),
+        judged_threshold=check_threshold(judged_threshold),
     )
+
+
+def check_flag(value: object, name: str) -> bool:
+    """A yes/no option: ``True`` or ``False`` only (not ``"no"``, which is truthy)."""
+    if value is True or value is False:
+        return value
+    raise InvalidInputError(f"{name} must be True or False, got {value!r:.80}")
+
+
+def check_threshold(value: object) -> float:
+    """``judged_threshold``: a number in ``[0, 1]`` (``0`` never warns)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    raise InvalidInputError(
+        "judged_threshold must be a number from 0 to 1 (the share of judged docs in the top "
+        f"k below which the report warns; 0 never warns), got {value!r:.80}"
+    )
+
+
+def judged_cutoff(ks: Sequence[int]) -> int:
+    """The cut-off the unjudged-docs warning looks at: 10 when it is among ``ks`` (the
+    headline NDCG@10's), else the one nearest 10 (the smaller of two as near).
+
+    >>> judged_cutoff((1, 10, 100)), judged_cutoff((5, 20)), judged_cutoff((100,))
+    (10, 5, 100)
+    """
+    return min(ks, key=lambda k: (abs(k - 10), k))
 
 
 def check_per_query(per_query: object) -> tuple[bool, Path | None]:

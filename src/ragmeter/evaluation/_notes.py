@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from ragmeter._types import MISSING_QUERIES, MissingQueries
 from ragmeter.errors import InvalidInputError, NoScorableQueriesError, some_ids
-from ragmeter.report import WarningLog
+from ragmeter.report import JudgedShare, WarningLog
 
 
 def averaging(mode: MissingQueries) -> str:
@@ -84,3 +84,30 @@ def note_unjudged_docs(
         f"{run} and {truth} probably use different doc ids (check which document "
         "field your retriever returns as the id)",
     )
+
+
+def note_unjudged_top(log: WarningLog, counts: JudgedShare) -> None:
+    """Too few of the top-k docs are judged: say how many are not, and what that means."""
+    k = counts.k
+    rankings = f"{counts.queries:,} ranking" + ("s" if counts.queries != 1 else "")
+    head = (
+        f"only {counts.share:.1%} of the top-{k} docs are judged (judged@{k}, all rankings "
+        f"pooled; judged_threshold {counts.threshold:g}): {counts.unjudged:,} of the "
+        f"{counts.documents:,} docs in the top {k} of {rankings} have no judgement, in "
+        f"{counts.queries_with_unjudged:,} of those queries; "
+    )
+    if counts.judged_only:
+        tail = (
+            "judged_only=True removed them before scoring (trec_eval -J, condensed lists), "
+            "so these scores are over judged docs only: not lower bounds, and not comparable "
+            "with scores that count unjudged docs as non-relevant"
+        )
+    else:
+        tail = (
+            "they count as non-relevant, so every score here is a lower bound (a system "
+            "that finds relevant docs the assessors never saw is under-rated); judge them "
+            "(add their grades to the qrels), or also score with judged_only=True "
+            "(--judged-only; trec_eval -J, condensed lists, Sakai 2007) to see the scores "
+            "over judged docs only"
+        )
+    log.add("run", f"judged@{k}", head + tail)

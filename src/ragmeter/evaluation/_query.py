@@ -2,7 +2,8 @@
 
 The compiled kernel (:mod:`ragmeter.metrics._kernel`) takes the usual case; anything it
 leaves (non-``str`` ids, a repeated doc, a bad grade) is retried or explained here, so every
-driver raises the same error for the same query.
+driver raises the same error for the same query. :func:`score_condensed` is the same for a
+ranking scored with its unjudged docs removed (``judged_only``, trec_eval ``-J``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,37 @@ def score_ranking(
         return score_query(ranked, judgements, ks, codes, level)
     except Exception:
         return _score_one(qid, ranked, judgements, ks, codes, level)[0]
+
+
+def score_condensed(
+    qid: str,
+    ranked: Sequence[str],
+    judgements: Mapping[str, float],
+    ks: Sequence[int],
+    codes: Sequence[int],
+    level: float | None,
+) -> tuple[list[float] | None, Sequence[str], Mapping[str, float]]:
+    """One query's values with its unjudged docs removed first, as ``trec_eval -J`` does:
+    the docs without a judgement, and those with a negative grade (trec_eval reads one as
+    "in the pool, not judged"), leave the ranking and the rest move up (a condensed list,
+    Sakai 2007); the relevant docs, the ideal DCG and the denominators are unchanged.
+    ``codes`` ends with ``judged``, which is of the full ranking (what was removed shows).
+    Returns the values, the condensed ranking and the judgements (ids as ``str``).
+
+    >>> from ragmeter.metrics._kernel import kernel_codes
+    >>> values, kept, _ = score_condensed(
+    ...     "q1", ["new", "d1", "d2"], {"d1": 0, "d2": 1}, [1, 2], kernel_codes(["mrr", "judged"]),
+    ...     None)
+    >>> values, kept
+    ([0.0, 0.5, 0.5, 0.0, 0.5], ['d1', 'd2'])
+    """
+    full, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes[-1:], level)
+    if full is None:
+        return None, ranked, judgements
+    get = judgements.get
+    kept = [d for d in ranked if get(d, -1) >= 0]  # grades are checked numbers by now
+    rest = score_query(kept, judgements, ks, codes[:-1], level) or [] if len(codes) > 1 else []
+    return rest + full, kept, judgements
 
 
 def score_custom(

@@ -14,10 +14,13 @@ from typing import Any
 from ragmeter._types import DEFAULT_K_VALUES, MissingQueries, Qrels
 from ragmeter.errors import InvalidInputError, NoScorableQueriesError, check_k
 from ragmeter.evaluation._checks import (
+    JUDGED_THRESHOLD,
     PerQuery,
+    check_flag,
     check_ks,
     check_level,
     check_missing,
+    check_threshold,
     is_judged_relevant,
     resolve_metrics,
     str_keys,
@@ -111,6 +114,8 @@ def evaluate_retrieval(
     missing_queries: MissingQueries = "zero",
     warnings: WarningLog | None = None,
     per_query: PerQuery = True,
+    judged_only: bool = False,
+    judged_threshold: float = JUDGED_THRESHOLD,
 ) -> RetrievalEvalReport:
     """Run ``retriever`` over the judged queries and score it exactly as :func:`evaluate_run`;
     or score samples that already hold their rankings.
@@ -124,8 +129,9 @@ def evaluate_retrieval(
     ``limit`` when sources are chunked finely. A judged query with no text in ``queries``
     cannot be run: it is left out with a warning, whatever ``missing_queries`` says (as
     BEIR's evaluation does); every query that is run is in the run, so
-    ``missing_queries`` (passed on to :func:`evaluate_run`, as ``per_query`` is) only
-    matters to code that passes one option set to both functions.
+    ``missing_queries`` (passed on to :func:`evaluate_run`, as ``per_query``,
+    ``judged_only`` and ``judged_threshold`` are) only matters to code that passes one
+    option set to both functions.
 
     Given samples instead of a callable (:class:`~ragmeter.schema.RagSample` objects, an
     adapter's handler or store, or what :func:`ragmeter.traces.read` returns),
@@ -154,6 +160,8 @@ def evaluate_retrieval(
             "missing_queries": missing_queries,
             "warnings": warnings,
             "per_query": per_query,
+            "judged_only": judged_only,
+            "judged_threshold": judged_threshold,
         }
         return _score_samples(retriever, qrels, options)
     if qrels is None or queries is None:
@@ -165,6 +173,8 @@ def evaluate_retrieval(
     resolve_metrics(metrics)
     check_level(relevance_level)
     check_missing(missing_queries)
+    check_flag(judged_only, "judged_only")
+    check_threshold(judged_threshold)
     qrels = str_keys(qrels, "qrels")
     queries = str_keys(queries, "queries")
     if limit is not None:
@@ -207,4 +217,6 @@ def evaluate_retrieval(
         missing_queries=missing_queries,
         warnings=log,
         per_query=per_query,
+        judged_only=judged_only,
+        judged_threshold=judged_threshold,
     )

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from ragmeter._types import DEFAULT_K_VALUES, MissingQueries, Qrels, RunLike
 from ragmeter.errors import check_k
 from ragmeter.evaluation._checks import (
+    JUDGED_THRESHOLD,
     PerQuery,
     check_options,
     check_per_query,
@@ -50,6 +51,8 @@ def evaluate_run(
     missing_queries: MissingQueries = "zero",
     warnings: WarningLog | None = None,
     per_query: PerQuery = True,
+    judged_only: bool = False,
+    judged_threshold: float = JUDGED_THRESHOLD,
 ) -> RetrievalEvalReport:
     """Score a precomputed run against qrels, every metric at every cut-off.
 
@@ -67,6 +70,17 @@ def evaluate_run(
     :class:`~ragmeter.aggregate.Distribution` aggregates, see ``report.distributions``), or
     written to a ``.jsonl``/``.jsonl.gz``/``.parquet`` file as they are computed (a path).
 
+    Unjudged docs count as non-relevant, as in trec_eval, so a ranking full of docs nobody
+    judged scores low whatever they hold. Every report therefore carries ``judged@k`` at
+    each cut-off in ``report.judged`` (ir_measures' ``Judged@k``: the share of the top
+    ``min(k, n)`` that has a judgement, any grade; ``0.0`` for a query with no ranking),
+    beside the metrics asked for, with the unjudged docs counted, and a warning when under
+    ``judged_threshold`` (default 0.9) of the top docs are judged at the cut-off nearest 10
+    (10 itself when computed).
+    ``judged_only=True`` is trec_eval's ``-J``: each ranking loses its unjudged docs (and
+    those graded below 0, which trec_eval reads as unjudged) before scoring, the rest
+    moving up (Sakai's condensed lists); ``judged@k`` is still of the full ranking.
+
     Raises :class:`~ragmeter.errors.UnknownMetricError` for an unregistered name (before
     any scoring), :class:`~ragmeter.errors.InvalidInputError` for a ``k < 1``, a ranking
     that is not a list of doc ids, a grade that is NaN, infinite or beyond ``2**53``, two
@@ -80,14 +94,25 @@ def evaluate_run(
     >>> r = evaluate_run(qrels, run, k_values=[1, 3], metrics=["recall", "ndcg"])
     >>> r.metrics
     {'recall@1': 0.0, 'recall@3': 0.75, 'ndcg@1': 0.0, 'ndcg@3': 0.5552773433538603}
+    >>> r.judged.means, r.judged.per_query["q2"]
+    ({'judged@1': 0.5, 'judged@3': 0.5}, {'judged@1': 0.0, 'judged@3': 0.3333333333333333})
     >>> partial = evaluate_run(qrels, {"q1": run["q1"]}, k_values=[3], metrics=["recall"])
     >>> partial.metrics, partial.missing_queries
     ({'recall@3': 0.25}, ['q2'])
     >>> evaluate_run(qrels, {"q1": run["q1"]}, k_values=[3], metrics=["recall"],
     ...              missing_queries="skip").metrics
     {'recall@3': 0.5}
+    >>> evaluate_run(qrels, run, k_values=[1], metrics=["ndcg"], judged_only=True).metrics
+    {'ndcg@1': 0.5}
     """
-    options = check_options(metrics, k_values, relevance_level, missing_queries)
+    options = check_options(
+        metrics,
+        k_values,
+        relevance_level,
+        missing_queries,
+        judged_only=judged_only,
+        judged_threshold=judged_threshold,
+    )
     log = warnings if warnings is not None else WarningLog()
     log_read_notes(log, qrels, run)
     ordering = ordering_of(run)

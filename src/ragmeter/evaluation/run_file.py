@@ -15,6 +15,7 @@ from typing import Any, Literal
 from ragmeter._types import DEFAULT_K_VALUES, MissingQueries, Qrels
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation._checks import (
+    JUDGED_THRESHOLD,
     PerQuery,
     check_options,
     check_per_query,
@@ -39,6 +40,8 @@ def evaluate_run_file(
     missing_queries: MissingQueries = "zero",
     warnings: WarningLog | None = None,
     per_query: PerQuery = True,
+    judged_only: bool = False,
+    judged_threshold: float = JUDGED_THRESHOLD,
     ungrouped: Literal["error", "read_whole"] = "error",
 ) -> RetrievalEvalReport:
     """Score a TREC run file query by query, never holding the run: :func:`evaluate_run`'s
@@ -69,7 +72,14 @@ def evaluate_run_file(
 
     if ungrouped not in ("error", "read_whole"):
         raise InvalidInputError(f"ungrouped must be 'error' or 'read_whole', got {ungrouped!r}")
-    options = check_options(metrics, k_values, relevance_level, missing_queries)
+    options = check_options(
+        metrics,
+        k_values,
+        relevance_level,
+        missing_queries,
+        judged_only=judged_only,
+        judged_threshold=judged_threshold,
+    )
     keep, out = check_per_query(per_query)
     if not Path(path).is_file():
         raise FileNotFoundError(2, "run file not found", str(path))

@@ -6,24 +6,26 @@ query) and :func:`ragmeter.dask.evaluate_run` (partitions on workers). Each buil
 :class:`RunPlan` from the qrels and its checked options, feeds ``(query_id, ranking)``
 pairs to :func:`score_pairs` (one or more times: a :class:`RunPartial` per partition,
 merged in any order), and turns the result into a report with :func:`finish_report`, which
-adds the judged queries no ranking reached and writes the warnings. So the rules of
+adds the judged queries no ranking reached and writes the warnings. Every report carries
+``judged@k`` at each cut-off (the share of the top ``min(k, n)`` that is judged, computed
+by the kernel in the same pass) in ``report.judged``, beside the metrics asked for, and
+warns when too few of the top docs are judged; ``judged_only`` scores condensed rankings
+(trec_eval ``-J``, see :func:`~ragmeter.evaluation._query.score_condensed`). So the rules of
 :mod:`ragmeter.evaluation.retrieval` (which queries count, ids as strings, duplicates, grades,
 custom metrics that fail) hold the same way, with the same messages, whatever the source.
 
 >>> plan = plan_run({"q1": {"d1": 1}, "q2": {"d2": 1}}, check_options("recall", 1, None, "zero"))
 >>> partial = score_pairs([("q1", ["d1", "d3"])], plan)
 >>> report = finish_report(partial, plan, WarningLog())
->>> report.metrics, report.missing_queries
-({'recall@1': 0.5}, ['q2'])
+>>> report.metrics, report.missing_queries, report.judged.means
+({'recall@1': 0.5}, ['q2'], {'judged@1': 0.5})
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,11 @@ from ragmeter.evaluation._checks import (
     as_ranking,
     check_options,
     id_text,
+    judged_cutoff,
     log_read_notes,
     str_keys,
 )
+from ragmeter.evaluation._judged import judged_share, warn_unjudged
 from ragmeter.evaluation._notes import (
     averaging,
     no_ranking_error,
@@ -45,12 +49,14 @@ from ragmeter.evaluation._notes import (
     note_missing,
     note_unjudged_docs,
 )
-from ragmeter.evaluation._query import _custom, _score_one, score_ranking
+from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
+from ragmeter.evaluation._rows import Row, column_means, kept_rows, order_keys
 from ragmeter.metrics._kernel import kernel_codes, result_keys, score_query
 from ragmeter.metrics.registry import RetrievalMetric, _Builtin
-from ragmeter.report import Conventions, RetrievalEvalReport, WarningLog
+from ragmeter.report import UNJUDGED_JUDGED_ONLY, Conventions, RetrievalEvalReport, WarningLog
 
 __all__ = [
+    "JUDGED",
     "RunOptions",
     "RunPartial",
     "RunPlan",
@@ -67,6 +73,9 @@ __all__ = [
 _EXAMPLES = 4
 """Distinct ids a message shows before its "..." (see :func:`ragmeter.errors.some_ids`)."""
 
+JUDGED = "judged"
+"""The name of the ``judged@k`` keys every report carries (the kernel's last code)."""
+
 
 @dataclass
 class RunPlan:
@@ -81,15 +90,23 @@ class RunPlan:
     """Each judged query's position in the qrels (the order of per_query and messages)."""
     options: RunOptions
     codes: list[int]
-    """The compiled kernel's codes of the built-in metrics."""
+    """The compiled kernel's codes of the built-in metrics, ``judged`` last."""
     keys: list[str]
-    """The kernel's result keys, in its order (``ndcg@10``, ..., ``map``)."""
+    """The kernel's result keys, in its order (``ndcg@10``, ..., ``map``, ``judged@1``, ...)."""
+    metric_keys: list[str]
+    """The first of ``keys``: the metrics asked for (``judged@k`` only if asked for)."""
+    judged_keys: list[str]
+    """The last of ``keys``: ``judged@k`` at each cut-off."""
     all_keys: list[str]
-    """``keys`` then each custom metric at each cut-off."""
+    """``metric_keys`` then each custom metric at each cut-off: the report's metrics."""
     custom: list[tuple[str, RetrievalMetric]]
     """Registered metrics that are not built in (scored in Python, failures dropped)."""
     keep: bool
     """Keep every query's scores (``report.per_query``) or only mergeable aggregates."""
+    judged_at: int = 10
+    """The cut-off of :class:`~ragmeter.report.JudgedShare`'s counts and its warning."""
+    judged_pos: int = -1
+    """Where ``judged@{judged_at}`` sits in ``keys`` (and in the kernel's values)."""
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -101,21 +118,30 @@ class RunPlan:
 
 
 def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True) -> RunPlan:
-    """The plan for scoring a run against ``qrels`` (keys made ``str``, checked)."""
+    """The plan for scoring a run against ``qrels`` (keys made ``str``, checked); the kernel
+    adds ``judged@k`` last, whatever the metrics asked for."""
     qrels = str_keys(qrels, "qrels")
-    builtin = [(n, m) for n, m in options.metrics if isinstance(m, _Builtin)]
-    custom = [(n, m) for n, m in options.metrics if not isinstance(m, _Builtin)]
-    codes = kernel_codes([type(m).name for _, m in builtin])
-    keys = result_keys([n for n, _ in builtin], codes, options.ks)
+    asked = [(n, m) for n, m in options.metrics if n != JUDGED]  # judged@k: always, once
+    builtin = [(n, m) for n, m in asked if isinstance(m, _Builtin)]
+    custom = [(n, m) for n, m in asked if not isinstance(m, _Builtin)]
+    codes = kernel_codes([type(m).name for _, m in builtin] + [JUDGED])
+    keys = result_keys([n for n, _ in builtin] + [JUDGED], codes, options.ks)
+    judged_keys = keys[-len(options.ks) :]
+    metric_keys = keys if len(asked) < len(options.metrics) else keys[: -len(options.ks)]
+    judged_at = judged_cutoff(options.ks)
     return RunPlan(
         qrels=qrels,
         index=dict(zip(qrels, range(len(qrels)), strict=True)),
         options=options,
         codes=codes,
         keys=keys,
-        all_keys=keys + [f"{name}@{k}" for name, _ in custom for k in options.ks],
+        metric_keys=metric_keys,
+        judged_keys=judged_keys,
+        all_keys=metric_keys + [f"{name}@{k}" for name, _ in custom for k in options.ks],
         custom=custom,
         keep=keep,
+        judged_at=judged_at,
+        judged_pos=keys.index(f"{JUDGED}@{judged_at}"),
     )
 
 
@@ -126,8 +152,8 @@ class RunPartial:
     count: int = 0
     """Judged queries with a relevant judgement scored from a ranking."""
     distributions: dict[str, Distribution] = field(default_factory=dict)
-    rows: list[tuple[int, str, dict[str, float]]] | None = None
-    """``(qrels position, query id, scores)`` when per-query scores are kept."""
+    rows: list[Row] | None = None
+    """``(qrels position, query id, scores, judged@k values)`` when per-query scores are kept."""
     ranked: list[int] = field(default_factory=list)
     """Qrels positions of the judged queries that had a ranking (sorted, distinct)."""
     duplicate: int | None = None
@@ -142,6 +168,9 @@ class RunPartial:
     """How many doc ids the scored rankings hold."""
     examples: list[tuple[int, list[str]]] = field(default_factory=list)
     """The first rankings in qrels order (enough distinct ids for the doc-ids message)."""
+    top: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    """At the plan's ``judged_at``: docs in the scored rankings' tops, how many of them are
+    unjudged, rankings that hold a doc, rankings with an unjudged doc in their top."""
 
     def merge(self, other: RunPartial) -> None:
         """Fold in ``other`` (the rankings of other partitions)."""
@@ -164,6 +193,7 @@ class RunPartial:
                 self.run_ids.append(qid)
         self.judged_doc = self.judged_doc or other.judged_doc
         self.retrieved += other.retrieved
+        self.top = [a + b for a, b in zip(self.top, other.top, strict=True)]
         self.examples = [] if self.judged_doc else _prune(self.examples + other.examples)
 
 
@@ -207,7 +237,7 @@ class _Sink:
         if self.plan.custom:
             self.custom.append(row or {})
         if self.writer is not None:
-            row = row if row is not None else dict(zip(self.plan.keys, values, strict=True))
+            row = row if row is not None else dict(zip(self.plan.metric_keys, values, strict=False))
             self.written.append((qid, row, None))
         if len(self.values) >= BLOCK:
             self.flush()
@@ -220,7 +250,7 @@ class _Sink:
             matrix = np.array(self.values, dtype=np.float64)  # transposed at C speed
             for j, key in enumerate(self.plan.keys):
                 dists[key].add_trusted(matrix[:, j].tolist())
-            for key in self.plan.all_keys[len(self.plan.keys) :]:
+            for key in self.plan.all_keys[len(self.plan.metric_keys) :]:
                 dists[key].add_trusted([row[key] for row in self.custom if key in row])
         if self.writer is not None and self.written:
             self.writer.write(self.written)
@@ -235,13 +265,15 @@ def score_pairs(
     """Score ``(query_id, ranking)`` pairs into a :class:`RunPartial` (rankings of unjudged
     queries are ignored). Without ``plan.keep``, scores go to mergeable distributions and,
     given a per-query ``writer`` (:func:`ragmeter.io.scores.open_score_writer`), to it.
+    The judged share of each ranking's top ``plan.judged_at`` is counted on the way.
     """
     part = RunPartial(
-        distributions={} if plan.keep else {key: Distribution() for key in plan.all_keys},
+        distributions={} if plan.keep else _distributions(plan),
         rows=[] if plan.keep else None,
     )
     sink = _Sink(plan, part, writer)  # unused when the rows are kept
-    index_of, qrels, keys, custom = plan.index, plan.qrels, plan.keys, plan.custom
+    index_of, qrels, keys, custom = plan.index, plan.qrels, plan.metric_keys, plan.custom
+    cuts = -len(plan.ks)  # values[cuts:]: judged@k at each cut-off
     ks, codes, level = plan.ks, plan.codes, plan.level
     rows, run_ids = part.rows, part.run_ids
     ranked_at: list[int] = []
@@ -250,6 +282,9 @@ def score_pairs(
     judged_doc = False  # part.judged_doc, read once per query
     need_ids = True  # until run_ids holds _EXAMPLES ids
     plain = rows is not None and not custom  # the usual case: rows kept, built-in metrics
+    condense = plan.options.judged_only
+    cut, jpos = plan.judged_at, plan.judged_pos
+    docs = unjudged = shown = short = 0  # part.top, counted here
     for raw_qid, raw in pairs:
         qid = raw_qid if raw_qid.__class__ is str else id_text(raw_qid, "run")
         if need_ids and qid not in run_ids:
@@ -261,30 +296,44 @@ def score_pairs(
         ranked_at.append(index)
         judgements = qrels[qid]
         ranked = raw if raw.__class__ is list else as_ranking(qid, raw)
-        try:  # the fast path inline; _score_one handles every exception (ids, grades)
-            values = score_query(ranked, judgements, ks, codes, level)
-        except Exception:
-            values, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes, level)
+        top = len(ranked)
+        if condense:
+            values, ranked, judgements = score_condensed(qid, ranked, judgements, ks, codes, level)
+        else:
+            try:  # the fast path inline; _score_one handles every exception (ids, grades)
+                values = score_query(ranked, judgements, ks, codes, level)
+            except Exception:
+                values, ranked, judgements = _score_one(qid, ranked, judgements, ks, codes, level)
         if values is None:
             continue
         count += 1
+        if top:  # judged@cut = judged / min(cut, n): the unjudged count, exactly
+            if top > cut:
+                top = cut
+            missed = top - round(values[jpos] * top)
+            docs += top
+            shown += 1
+            if missed:
+                unjudged += missed
+                short += 1
         if not judged_doc and raw:
             _look_for_judged_docs(part, qrels[qid], raw, index)
             judged_doc = part.judged_doc
-        if plain:
-            rows.append((index, qid, dict(zip(keys, values, strict=True))))  # type: ignore[union-attr]
+        if plain:  # zip stops at the metric keys; the judged@k values go beside
+            rows.append((index, qid, dict(zip(keys, values, strict=False)), values[cuts:]))  # type: ignore[union-attr]
         elif rows is None and not custom:
             sink.add(qid, values, None)
         else:
-            row = dict(zip(keys, values, strict=True))
+            row = dict(zip(keys, values, strict=False))
             if custom:
                 _custom(plan, part.failed, qid, index, judgements, ranked, row)
             if rows is not None:
-                rows.append((index, qid, row))
+                rows.append((index, qid, row, values[cuts:]))
             else:
                 sink.add(qid, values, row)
     sink.flush()
     part.count = count
+    part.top = [docs, unjudged, shown, short]
     ranked_at.sort()
     if len(set(ranked_at)) != len(ranked_at):  # a query ranked twice (at C speed)
         part.duplicate = next(a for a, b in itertools.pairwise(ranked_at) if a == b)
@@ -305,20 +354,9 @@ def _look_for_judged_docs(
         part.examples = _prune([*part.examples, (index, list(dict.fromkeys(ids))[:4])])
 
 
-def order_keys(
-    keys: Sequence[str], resolved: Sequence[tuple[str, RetrievalMetric]], ks: Sequence[int]
-) -> list[str]:
-    """``keys`` in the order of the metrics asked for, each at its cut-offs then uncut."""
-    present = set(keys)
-    ordered: list[str] = []
-    for name, _ in resolved:
-        for k in ks:
-            key = f"{name}@{k}"
-            if key in present:
-                ordered.append(key)
-        if name in present:
-            ordered.append(name)
-    return ordered
+def _distributions(plan: RunPlan) -> dict[str, Distribution]:
+    """An empty distribution per report metric and per ``judged@k``."""
+    return {key: Distribution() for key in dict.fromkeys(plan.all_keys + plan.judged_keys)}
 
 
 def score_run(
@@ -377,43 +415,61 @@ def finish_report(
         note_missing(log, missing, n_ranked, mode)
     failed = set(merged.failed)
     present = [key for key in plan.all_keys if key.split("@", 1)[0] not in failed]
-    ordered = order_keys(present, plan.options.metrics, plan.ks) if plan.custom else present
+    if plan.custom:
+        names = [name for name, _ in plan.options.metrics if name != JUDGED] + [JUDGED]
+        ordered = order_keys(present, names, plan.ks)
+    else:
+        ordered = present
     n = n_ranked + len(absent)
     per_q: dict[str, dict[str, float]] = {}
+    judged_ids: list[str] = []
+    judged_rows: list[list[float]] = []
     dists: dict[str, Distribution] = {}
     if merged.rows is not None:
-        per_q = _kept_rows(merged.rows, absent, failed)
-        means = _column_means(per_q, ordered, plan, n)
+        per_q, judged_ids, judged_rows = kept_rows(merged.rows, absent, failed)
+        means = column_means(per_q, ordered, plan.metric_keys, n, custom=bool(plan.custom))
+        judged_means = None  # from the rows, when asked for
     else:
         dists = merged.distributions
+        full = [{**dict(zip(plan.judged_keys, jv, strict=True)), **row} for *_, row, jv in absent]
         for key, dist in dists.items():
-            dist.add_trusted([row[key] for _, _, row in absent if key in row])
+            dist.add_trusted([row[key] for row in full if key in row])
         means = {key: dists[key].mean(rule="fsum") for key in ordered}
+        judged_means = {key: dists[key].mean(rule="fsum") for key in plan.judged_keys}
         if mode == "skip":
             for key in ordered:
                 dists[key].add_missing(len(missing))
         if writer is not None:
-            writer.write([(qid, row, None) for _, qid, row in absent])
+            writer.write([(qid, row, None) for _, qid, row, _ in absent])
             writer.drop([k for k in plan.all_keys if k.split("@", 1)[0] in failed])
-    all_zero = plan.keys and not any(means.get(key) for key in plan.keys)
+    kernel_metrics = plan.keys[: -len(plan.ks)]
+    all_zero = kernel_metrics and not any(means.get(key) for key in kernel_metrics)
+    judged = judged_share(merged.top, plan.judged_at, plan.options, plan.judged_keys)
+    judged.set_rows(judged_ids, judged_rows, n)
+    if judged_means is not None:
+        judged.set_means(judged_means)
     if all_zero and not merged.judged_doc and merged.retrieved:
         shown = [d for _, ids in sorted(merged.examples) for d in ids]
         note_unjudged_docs(log, merged.retrieved, shown)
+    else:
+        warn_unjudged(log, judged, plan.qrels, plan.level)
+    unjudged = {"unjudged": UNJUDGED_JUDGED_ONLY} if plan.options.judged_only else {}
     return RetrievalEvalReport(
         metrics=means,
         per_query=per_q,
         n_queries=n,
         k_values=plan.ks,
-        conventions=Conventions(relevance_level=plan.level, ties=ties, averaging=averaging(mode)),
+        conventions=Conventions(
+            relevance_level=plan.level, ties=ties, averaging=averaging(mode), **unjudged
+        ),
         warnings=list(log.entries),
         missing_queries=missing,
         distributions={key: dists[key] for key in ordered} if dists else {},
+        judged=judged,
     )
 
 
-def _missing_queries(
-    merged: RunPartial, plan: RunPlan
-) -> tuple[list[str], list[tuple[int, str, dict[str, float]]]]:
+def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list[Row]]:
     """The judged queries no ranking reached, and the rows of those that score 0."""
     qids = list(plan.qrels)
     if merged.duplicate is not None:
@@ -425,7 +481,7 @@ def _missing_queries(
         return [], []
     ranked = set(merged.ranked)
     missing: list[str] = []
-    absent: list[tuple[int, str, dict[str, float]]] = []
+    absent: list[Row] = []
     for index, qid in enumerate(qids):
         if index in ranked:
             continue
@@ -437,38 +493,9 @@ def _missing_queries(
         missing.append(qid)
         if plan.options.mode == "skip":
             continue
-        row = dict(zip(plan.keys, values, strict=True))
+        row = dict(zip(plan.metric_keys, values, strict=False))
         if plan.custom:
             judgements = str_keys(judgements, f"qrels[{qid!r}]")
             _custom(plan, merged.failed, qid, index, judgements, empty, row)
-        absent.append((index, qid, row))
+        absent.append((index, qid, row, values[-len(plan.ks) :]))
     return missing, absent
-
-
-def _kept_rows(
-    rows: list[tuple[int, str, dict[str, float]]],
-    absent: list[tuple[int, str, dict[str, float]]],
-    failed: set[str],
-) -> dict[str, dict[str, float]]:
-    """The per-query rows in qrels order, without the custom metrics that failed."""
-    entries = rows + absent if absent else rows
-    entries.sort(key=itemgetter(0))
-    if not failed:
-        return {qid: row for _, qid, row in entries}
-    per_q: dict[str, dict[str, float]] = {}
-    for _, qid, row in entries:
-        for key in [k for k in row if k.split("@", 1)[0] in failed]:
-            del row[key]
-        per_q[qid] = row
-    return per_q
-
-
-def _column_means(
-    per_q: dict[str, dict[str, float]], ordered: list[str], plan: RunPlan, n: int
-) -> dict[str, float]:
-    """Each key's mean over the kept rows (``math.fsum``: exact, in any order)."""
-    if plan.custom:
-        return {key: math.fsum(row[key] for row in per_q.values()) / n for key in ordered}
-    # every row holds exactly ``keys``, in order: its values are one column entry each
-    columns = zip(*(row.values() for row in per_q.values()), strict=True)
-    return {key: math.fsum(col) / n for key, col in zip(plan.keys, columns, strict=True)}

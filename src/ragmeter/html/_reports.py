@@ -180,6 +180,7 @@ def _retrieval_header(
             ("run queries without judgements (ignored)", unjudged),
             ("cut-offs", ", ".join(str(k) for k in report.k_values)),
             ("relevant", relevant),
+            *judged_facts(report),
             ("ranking shown", f"top {depth}" if run is not None else "no run given"),
         ]
     )
@@ -199,6 +200,36 @@ def _retrieval_header(
         )
 
     return header
+
+
+def judged_facts(report: RetrievalEvalReport) -> list[tuple[str, str]]:
+    """The page's facts on unjudged docs: the judged share of the rankings' top-k docs,
+    how many are unjudged in how many queries, and what was done with them.
+
+    >>> from ragmeter.report import JudgedShare
+    >>> r = RetrievalEvalReport(metrics={}, per_query={}, n_queries=2, k_values=(10,),
+    ...     judged=JudgedShare(k=10, documents=20, unjudged=5, queries=2,
+    ...                        queries_with_unjudged=1, threshold=0.9))
+    >>> judged_facts(r)[0]
+    ('judged@10', '75.0% of the 20 top-10 docs: 5 unjudged, in 1 of 2 queries')
+    """
+    j = report.judged
+    if j is None or not j.documents:
+        return []
+    if j.judged_only:
+        done = "removed before scoring (judged_only, trec_eval -J)"
+    elif j.relevant_only:
+        done = "counted non-relevant (the qrels list relevant docs only: judged@k is precision@k)"
+    else:
+        done = "counted non-relevant: scores are lower bounds"
+    return [
+        (
+            f"judged@{j.k}",
+            f"{j.share:.1%} of the {j.documents:,} top-{j.k} docs: {j.unjudged:,} unjudged, "
+            f"in {j.queries_with_unjudged:,} of {j.queries:,} queries",
+        ),
+        ("unjudged docs", done),
+    ]
 
 
 def _metrics_card(

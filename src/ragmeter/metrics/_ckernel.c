@@ -10,7 +10,7 @@
  *                    int or float with |grade| <= 2**53 (ints compare exactly as doubles; a NaN,
  *                    infinite or larger grade is refused by the Python kernel)
  *   ks               an exact list or tuple of exact int, 1 <= k <= 2**53, strictly ascending
- *   codes            an exact list or tuple of exact int in 0..5 (NDCG ... MAP)
+ *   codes            an exact list or tuple of exact int in 0..6 (NDCG ... MAP, JUDGED)
  *   relevance_level  None, an exact float, or an exact int with |level| <= 2**53
  *
  * Anything else (a str subclass, a numpy scalar, a non-numeric grade, a Mapping that is not a
@@ -18,6 +18,9 @@
  * error the driver already turns into its InvalidInputError. While a call is on the fast path
  * no Python code runs (exact str hash and compare are pure C, no object is allocated before the
  * result list), so the inputs cannot change under it and the call cannot be re-entered.
+ *
+ * Values of exactly +0.0 and 1.0 (most hit rates, many precisions and judged shares) are
+ * returned as two shared float objects, so a query allocates only the floats that differ.
  *
  * configure(fallback, repeated_error) must be called once (ragmeter.metrics._kernel does) with
  * the Python kernel and the RepeatedDocsError class raised for a scored ranking that repeats a
@@ -30,12 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, N_CODES };
+enum { NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, JUDGED, N_CODES };
 
 #define EXACT_LIMIT 9007199254740992LL /* 2**53: ints up to it are exact as doubles */
 
 static PyObject *fallback_kernel = NULL; /* the Python reference kernel */
 static PyObject *repeated_error = NULL;  /* RepeatedDocsError */
+static PyObject *float_zero = NULL;      /* 0.0 and 1.0, shared: most values are one of them */
+static PyObject *float_one = NULL;
 
 /* log2_table[r] == log2(r + 1): the DCG discount of 1-based rank r (log2_table[0] unused). */
 static double *log2_table = NULL;
@@ -291,7 +296,7 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
 
     /* one block: every element below is 8 or 16 bytes, so each part stays aligned */
     size_t size = (size_t)cap * sizeof(Slot) + (size_t)nj * sizeof(Hit) +
-                  (size_t)(2 * nk + nc + nj) * sizeof(Py_ssize_t) +
+                  (size_t)(3 * nk + nc + nj) * sizeof(Py_ssize_t) +
                   (size_t)(4 * (nj + 1) + nvals) * sizeof(double);
     char *block = PyMem_Malloc(size ? size : 1);
     if (block == NULL) {
@@ -301,7 +306,8 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     Hit *hits = (Hit *)(slots + cap);                 /* retrieved, grade > 0: the DCG gains */
     Py_ssize_t *ks = (Py_ssize_t *)(hits + nj);
     Py_ssize_t *counts = ks + nk;                     /* relevant ranks <= k, per k */
-    Py_ssize_t *codes = counts + nk;
+    Py_ssize_t *judged = counts + nk;                 /* judged ranks <= k, per k */
+    Py_ssize_t *codes = judged + nk;
     Py_ssize_t *rel = codes + nc;                     /* ranks of the retrieved relevant docs */
     double *ideal = (double *)(rel + nj);             /* every grade > 0 */
     double *idcg = ideal + (nj + 1);
@@ -313,6 +319,11 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     if (!parse_ints(ks_obj, ks, 1, EXACT_LIMIT, 1) || !parse_ints(codes_obj, codes, 0, N_CODES - 1, 0)) {
         goto fallback;
     }
+    int want_judged = 0;
+    for (Py_ssize_t ci = 0; ci < nc; ci++) {
+        want_judged |= codes[ci] == JUDGED;
+    }
+    memset(judged, 0, (size_t)nk * sizeof(Py_ssize_t));
 
     /* the ranking's doc ids: position by id, and whether one repeats */
     memset(slots, 0xff, (size_t)cap * sizeof(Slot)); /* index -1: empty */
@@ -350,7 +361,7 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         }
         int positive = g > 0;
         int relevant = has_level ? g >= level : positive;
-        if (!relevant && !positive) {
+        if (!relevant && !positive && !want_judged) {
             continue;
         }
         Py_hash_t h = PyObject_Hash(key);
@@ -362,6 +373,19 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
             goto error;
         }
         Py_ssize_t r = slots[j].index + 1; /* 0: not retrieved */
+        if (want_judged && r && r <= ks[nk - 1]) { /* counted at the first k >= r */
+            Py_ssize_t lo = 0, hi = nk - 1;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (ks[mid] >= r) {
+                    hi = mid;
+                }
+                else {
+                    lo = mid + 1;
+                }
+            }
+            judged[lo]++;
+        }
         if (relevant) {
             n_rel++;
             if (r) {
@@ -421,6 +445,13 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
             out[nv++] = rr;
             break;
         }
+        case JUDGED: /* judged docs in the top min(k, n), over min(k, n); 0 for nothing */
+            for (Py_ssize_t t = 0, c = 0; t < nk; t++) {
+                c += judged[t];
+                Py_ssize_t top = ks[t] < n ? ks[t] : n;
+                out[nv++] = top ? (double)c / (double)top : 0.0;
+            }
+            break;
         case MAP:
             if (!have_ap) { /* ap[c]: sum of (relevant so far / rank) over the first c hits */
                 double acc = 0.0;
@@ -485,8 +516,14 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         goto error;
     }
     for (Py_ssize_t i = 0; i < nv; i++) {
-        PyObject *f = PyFloat_FromDouble(out[i]);
-        if (f == NULL) {
+        PyObject *f;
+        if (out[i] == 0.0 && !signbit(out[i])) { /* +0.0: the one float object, shared */
+            f = Py_NewRef(float_zero);
+        }
+        else if (out[i] == 1.0) {
+            f = Py_NewRef(float_one);
+        }
+        else if ((f = PyFloat_FromDouble(out[i])) == NULL) {
             Py_CLEAR(result);
             goto error;
         }
@@ -556,6 +593,12 @@ PyMODINIT_FUNC
 PyInit__ckernel(void)
 {
     if (grow_log2(1024) < 0) {
+        return NULL;
+    }
+    if (float_zero == NULL && (float_zero = PyFloat_FromDouble(0.0)) == NULL) {
+        return NULL;
+    }
+    if (float_one == NULL && (float_one = PyFloat_FromDouble(1.0)) == NULL) {
         return NULL;
     }
     return PyModule_Create(&module_def);

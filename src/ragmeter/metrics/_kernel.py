@@ -4,8 +4,11 @@ Per query: one ``{doc_id: rank}`` dictionary built in C by ``dict(zip(ranked, RA
 a shared list of rank ints (its size also reveals a repeated doc id, so no second pass is
 needed); one walk over the query's judgements (a handful of docs, not the whole ranking);
 then every requested built-in metric at every cut-off from the sorted 1-based hit ranks,
-with prefix sums built in C by ``itertools.accumulate``. Values come out as a flat list in
-the order of :func:`result_keys`, so the driver builds keys once per run, not per query.
+with prefix sums built in C by ``itertools.accumulate``. The same walk gives ``judged@k``
+(code ``judged``: the share of the top ``min(k, n)`` that has a judgement, any grade), so
+the drivers report it on every run at the cost of one lookup per judgement. Values come
+out as a flat list in the order of :func:`result_keys`, so the driver builds keys once per
+run, not per query.
 
 Sums are accumulated in the order trec_eval uses (rank ascending: ``gain / log2(rank + 1)``
 for DCG, ``rel_so_far / rank`` for AP), with plain float additions, so per-query values
@@ -53,7 +56,7 @@ ScoreQuery = Callable[
 ]
 """The signature of :func:`py_score_query` and of the compiled kernel."""
 
-NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP = range(6)
+NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, JUDGED = range(7)
 CODES: dict[str, int] = {
     "ndcg": NDCG,
     "recall": RECALL,
@@ -61,7 +64,11 @@ CODES: dict[str, int] = {
     "hit_rate": HIT_RATE,
     "mrr": MRR,
     "map": MAP,
+    "judged": JUDGED,
 }
+"""Kernel codes by name. ``judged`` is ir_measures' ``Judged@k``
+(:func:`ragmeter.metrics.ranking.judged_at_k`): the share of the top ``min(k, n)`` docs that
+have a judgement (any grade), ``0.0`` for an empty ranking; the drivers add it to every run."""
 _UNCUT = (MRR, MAP)
 """Metrics that also report an uncut value (trec_eval ``recip_rank`` and ``map``)."""
 
@@ -207,7 +214,13 @@ def py_score_query(
 
     out: list[float] = []
     for code in codes:
-        if code == PRECISION:
+        if code == JUDGED:  # judged docs in the top min(k, n), over min(k, n)
+            if n:
+                judged = sorted(filter(None, map(get, judgements)))  # ranks are >= 1
+                out += [bisect_right(judged, k) / (k if k < n else n) for k in ks]
+            else:
+                out += [0.0] * len(ks)
+        elif code == PRECISION:
             out += [c / k for c, k in zip(counts, ks, strict=True)]
         elif code == RECALL:
             out += [c / n_rel for c in counts]

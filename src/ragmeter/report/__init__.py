@@ -5,22 +5,32 @@ without collapsing them to a mean. :class:`RetrievalEvalReport` and :class:`RagE
 carry means, per-item scores for drill-down, and the :class:`Conventions` they were
 computed under, and render as text, markdown, JSON or a pandas frame.
 
-One idea per module: ``_summary`` (a metric's distribution), ``_records`` (conventions and
-warnings), ``_json`` (the JSON written row by row), ``_base`` (what both reports share),
-``_retrieval`` and ``_rag`` (the two reports), ``_html`` (their deprecated ``to_html``).
+One idea per module: ``_summary`` (a metric's distribution), ``_records`` (conventions,
+judged counts and warnings), ``_json`` (the JSON written row by row), ``_base`` (what both
+reports share), ``_retrieval`` and ``_rag`` (the two reports), ``_html`` (their deprecated
+``to_html``).
 """
 
 from __future__ import annotations
 
 from ragmeter.aggregate import PERCENTILES as PERCENTILES  # re-exported (was defined here)
 from ragmeter.report._rag import RagEvalReport
-from ragmeter.report._records import Conventions, WarningLog
+from ragmeter.report._records import (
+    UNJUDGED_JUDGED_ONLY,
+    UNJUDGED_NON_RELEVANT,
+    Conventions,
+    JudgedShare,
+    WarningLog,
+)
 from ragmeter.report._retrieval import RetrievalEvalReport
 from ragmeter.report._summary import DistributionSummary
 
 __all__ = [
+    "UNJUDGED_JUDGED_ONLY",
+    "UNJUDGED_NON_RELEVANT",
     "Conventions",
     "DistributionSummary",
+    "JudgedShare",
     "RagEvalReport",
     "RetrievalEvalReport",
     "WarningLog",

@@ -18,7 +18,7 @@ from ragmeter.errors import MissingDependencyError
 from ragmeter.report import _html
 from ragmeter.report._base import _finite, _fmt, _ReportBase
 from ragmeter.report._json import _Rows
-from ragmeter.report._records import Conventions
+from ragmeter.report._records import Conventions, JudgedShare
 from ragmeter.report._summary import DistributionSummary, _loaded_summaries, _Summaries
 
 __all__ = ["RetrievalEvalReport"]
@@ -45,8 +45,11 @@ class RetrievalEvalReport(_ReportBase):
     judgement, less the ones missing from the run under ``missing_queries="skip"``);
     ``missing_queries`` lists the judged queries that had no ranking in the run (scored 0
     under ``"zero"``, left out under ``"skip"``; a warning counts them too);
-    ``conventions`` records how the numbers were computed; ``extra`` holds anything else a
-    driver or adapter reports (JSON-ready, e.g. failed captured runs).
+    ``conventions`` records how the numbers were computed; ``judged`` how much of the
+    rankings' top docs is judged (:class:`~ragmeter.report.JudgedShare`: ``judged@k`` per
+    query and on average, beside the metrics asked for, and the counts of unjudged docs a
+    warning cites when too few are judged); ``extra`` holds anything else a driver or
+    adapter reports (JSON-ready, e.g. failed captured runs).
 
     >>> report = RetrievalEvalReport(
     ...     metrics={'ndcg@10': 0.83}, per_query={}, n_queries=12, k_values=(10,))
@@ -62,6 +65,9 @@ class RetrievalEvalReport(_ReportBase):
     warnings: list[str] = field(default_factory=list)
     missing_queries: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    judged: JudgedShare | None = None
+    """``judged@k`` per query and on average, and the unjudged docs counted (``None`` in a
+    report made by hand)."""
     distributions: dict[str, Distribution] = field(default_factory=dict, repr=False, compare=False)
     """Mergeable per-key aggregates of a streamed evaluation that kept no per-query scores
     (:func:`ragmeter.evaluate_run_file` with ``per_query=False`` or a path); the summaries
@@ -129,6 +135,8 @@ class RetrievalEvalReport(_ReportBase):
         yield "conventions", self.conventions.to_dict()
         yield "warnings", list(self.warnings)
         yield "missing_queries", list(self.missing_queries)
+        yield "judged", None if self.judged is None else self.judged.to_dict()
+        yield "judged_per_query", _Rows(self.judged.per_query if self.judged else {})
         yield "extra", dict(self.extra)
 
     @classmethod
@@ -148,6 +156,9 @@ class RetrievalEvalReport(_ReportBase):
             warnings=list(data.get("warnings", [])),
             missing_queries=[str(q) for q in data.get("missing_queries", [])],
             extra=dict(data.get("extra", {})),
+            judged=JudgedShare.from_dict(data["judged"], data.get("judged_per_query"))
+            if data.get("judged")
+            else None,
         )
         if not report.per_query:
             report._loaded = _loaded_summaries(data)
