@@ -81,3 +81,26 @@ def test_bad_measure_requests_are_refused_before_scoring(collection) -> None:  #
         ragmeter.evaluate_run(qrels, run, measures="map", relevance_level=1.5)
     with pytest.raises(InvalidInputError, match="measures must"):
         ragmeter.evaluate_run(qrels, run, measures=[])
+
+
+def test_measures_reports_carry_judged_at_10_and_score_judged_only_as_trec_eval_j(
+    collection,  # type: ignore[no-untyped-def]
+) -> None:
+    qrels, run = collection
+    plain = ragmeter.evaluate_run(qrels, run, measures=["P.10"], missing_queries="skip")
+    ranked = ragmeter.read_trec_run(DATA / "results.test")  # trec_eval's order
+    default = ragmeter.evaluate_run(qrels, ranked, k_values=[10], missing_queries="skip")
+    assert plain.judged is not None and default.judged is not None
+    assert plain.judged.means == pytest.approx(default.judged.means, abs=1e-12)
+    assert plain.judged.unjudged == default.judged.unjudged
+    assert "num_ret" not in plain.metrics and "Judged@10" not in plain.metrics
+    condensed = ragmeter.evaluate_run(
+        qrels, run, measures=["P.10", "map"], judged_only=True, missing_queries="skip"
+    )
+    oracle = pytrec_eval.RelevanceEvaluator(
+        qrels, {"P_10", "map"}, judged_docs_only_flag=True
+    ).evaluate(run)
+    for qid, values in oracle.items():
+        for name, value in values.items():
+            assert condensed.per_query[qid][name] == pytest.approx(value, abs=1e-12)
+    assert condensed.judged is not None and condensed.judged.means == plain.judged.means

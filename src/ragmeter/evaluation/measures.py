@@ -8,9 +8,9 @@ With ``measures`` (trec_eval ``-m`` strings such as ``"all_trec"``, ``"ndcg_cut.
 (means, sums for the counts, geometric means for ``gm_*``), ``per_query`` each query's values
 under the names trec_eval prints (``ndcg_cut_10``, ``P_5``...; as in pytrec_eval, a
 query's ``gm_map``/``gm_bpref`` are the logs the ``all`` line's geometric means are made of,
-and its ``num_q`` is 1; ``relstring``, a string, stays out). The query set is trec_eval's: every judged query the run ranks (with
-``missing_queries="zero"``, ``-c``, also those it does not), including queries with no
-relevant document, which score 0 on most measures.
+and its ``num_q`` is 1; ``relstring``, a string, stays out). The query set is trec_eval's:
+every judged query the run ranks (with ``missing_queries="zero"``, ``-c``, also those it
+does not), including queries with no relevant document, which score 0 on most measures.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ragmeter.errors import InvalidInputError
+from ragmeter.evaluation._judged import warn_unjudged
+from ragmeter.metrics.trec import MEASURES, NICKNAMES, TrecEvalResult, parse_measures
 from ragmeter.metrics.trec import evaluate as trec_evaluate
-from ragmeter.report import Conventions, RetrievalEvalReport, WarningLog
+from ragmeter.report import Conventions, JudgedShare, RetrievalEvalReport, WarningLog
 
 __all__ = ["evaluate_measures"]
+
 
 def evaluate_measures(
     qrels: Mapping[str, Mapping[str, Any]],
@@ -32,10 +35,13 @@ def evaluate_measures(
     relevance_level: float | None,
     missing_queries: str,
     judged_only: bool,
+    judged_threshold: float,
     per_query: bool,
     warnings: WarningLog,
 ) -> RetrievalEvalReport:
-    """The report of ``measures`` over ``run`` (see the module docstring)."""
+    """The report of ``measures`` over ``run`` (see the module docstring); ``report.judged``
+    holds ``judged@10`` (of the rankings as given, before ``judged_only`` removes anything),
+    with the unjudged-docs warning of every retrieval report."""
     requests = [measures] if isinstance(measures, str) else list(measures)
     if not requests or not all(isinstance(m, str) for m in requests):
         raise InvalidInputError(
@@ -48,14 +54,22 @@ def evaluate_measures(
         )
     run = {str(q): r for q, r in run.items()}
     qrels = {str(q): {str(d): g for d, g in row.items()} for q, row in qrels.items()}
+    extra = [] if judged_only else [m for m in _JUDGED if m not in _names_of(requests)]
     result = trec_evaluate(
         qrels,
         run,
-        requests,
+        requests + extra,
         relevance_level=int(level),
         judged_only=judged_only,
         complete=missing_queries == "zero",
     )
+    if judged_only:  # judged@10 of the full rankings, as the default path reports it
+        seen = trec_evaluate(qrels, run, list(_JUDGED), relevance_level=int(level))
+    else:
+        seen = result
+    judged = _judged_share(seen, judged_threshold, judged_only)
+    _drop(result, extra)
+    warn_unjudged(warnings, judged, qrels, level)
     missing = [q for q in qrels if q not in run]
     if missing:
         warnings.add(
@@ -100,5 +114,56 @@ def evaluate_measures(
         ),
         warnings=list(warnings.entries),
         missing_queries=missing,
+        judged=judged,
         extra={"measures": requests},
     )
+
+
+_JUDGED = ("Judged@10", "num_ret")
+"""What ``report.judged`` is made of: each query's judged share of its top 10, and how
+many docs it ranks."""
+
+
+def _judged_share(result: TrecEvalResult, threshold: float, judged_only: bool) -> JudgedShare:
+    """``judged@10`` per query and the pooled counts behind the warning."""
+    ids, values = [], []
+    docs = unjudged = shown = short = 0
+    for qid in result.queries:
+        row = result.per_query[qid]
+        share, n = float(row["Judged@10"]), min(10, int(row["num_ret"]))
+        ids.append(qid)
+        values.append([share])
+        if n:
+            missed = round((1.0 - share) * n)
+            docs, unjudged, shown = docs + n, unjudged + missed, shown + 1
+            short += missed > 0
+    judged = JudgedShare(
+        k=10,
+        documents=docs,
+        unjudged=unjudged,
+        queries=shown,
+        queries_with_unjudged=short,
+        threshold=threshold,
+        judged_only=judged_only,
+        keys=("judged@10",),
+    )
+    judged.set_rows(ids, values, len(ids))
+    return judged
+
+
+def _drop(result: TrecEvalResult, names: list[str]) -> None:
+    """Take out of ``result`` the measures asked for only to make ``report.judged``."""
+    for name in names:
+        result.aggregate.pop(name, None)
+        for row in result.per_query.values():
+            row.pop(name, None)
+
+
+def _names_of(requests: list[str]) -> set[str]:
+    """The value names ``requests`` make (trec_eval's for its measures, an ir_measures name
+    as written)."""
+    known = {m.name for m in MEASURES} | set(NICKNAMES)
+    trec = [m for m in requests if m.partition(".")[0] in known]
+    return {n for r in parse_measures(trec) for n in r.names} | {
+        m for m in requests if m.partition(".")[0] not in known
+    }

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ragmeter._types import DEFAULT_K_VALUES, MissingQueries, Qrels, RunLike
-from ragmeter.errors import check_k
+from ragmeter.errors import InvalidInputError, check_k
 from ragmeter.evaluation._checks import (
     JUDGED_THRESHOLD,
     PerQuery,
@@ -53,6 +53,7 @@ def evaluate_run(
     per_query: PerQuery = True,
     judged_only: bool = False,
     judged_threshold: float = JUDGED_THRESHOLD,
+    measures: Iterable[str] | str | None = None,
 ) -> RetrievalEvalReport:
     """Score a precomputed run against qrels, every metric at every cut-off.
 
@@ -104,7 +105,22 @@ def evaluate_run(
     {'recall@3': 0.5}
     >>> evaluate_run(qrels, run, k_values=[1], metrics=["ndcg"], judged_only=True).metrics
     {'ndcg@1': 0.5}
+
+    ``measures`` computes trec_eval's measures instead, by trec_eval's rules (see
+    :mod:`ragmeter.evaluation.measures`): trec_eval ``-m`` strings (``"all_trec"``,
+    ``"ndcg_cut.10,20"``, ``"P.5"``, ``"bpref"``) or ir_measures names (``"nDCG@10"``,
+    ``"Judged@10"``, ``"RBP(p=0.8)"``), keyed as trec_eval prints them; ``k_values`` and
+    ``metrics`` are then not used, and ``per_query`` is ``True`` or ``False``.
+
+    >>> r = evaluate_run(qrels, run, measures=["P.1", "bpref", "Rprec"])
+    >>> r.metrics
+    {'Rprec': 0.25, 'bpref': 0.5, 'P_1': 0.0}
     """
+    if measures is not None:
+        return _measures_report(
+            qrels, run, measures, relevance_level, missing_queries, warnings, per_query,
+            judged_only, judged_threshold,
+        )  # fmt: skip
     options = check_options(
         metrics,
         k_values,
@@ -120,6 +136,39 @@ def evaluate_run(
     plan = plan_run(qrels, options, keep=keep)
     run = str_keys(run, "run")
     return score_run(run.items(), plan, log, ties=ordering, out=out)
+
+
+def _measures_report(
+    qrels: Qrels,
+    run: RunLike,
+    measures: Iterable[str] | str,
+    relevance_level: float | None,
+    missing_queries: MissingQueries,
+    warnings: WarningLog | None,
+    per_query: PerQuery,
+    judged_only: bool,
+    judged_threshold: float,
+) -> RetrievalEvalReport:
+    check_options("ndcg", 10, relevance_level, missing_queries, judged_threshold=judged_threshold)
+    if not isinstance(per_query, bool):
+        raise InvalidInputError(
+            f"per_query must be True or False with measures=, got {per_query!r}"
+        )
+    from ragmeter.evaluation.measures import evaluate_measures  # numpy, when asked for
+
+    log = warnings if warnings is not None else WarningLog()
+    log_read_notes(log, qrels, run)
+    return evaluate_measures(
+        str_keys(qrels, "qrels"),
+        str_keys(run, "run"),
+        measures,
+        relevance_level=relevance_level,
+        missing_queries=missing_queries,
+        judged_only=judged_only,
+        judged_threshold=judged_threshold,
+        per_query=per_query,
+        warnings=log,
+    )
 
 
 def per_query(
