@@ -3,7 +3,7 @@
 Generates an OTLP/JSON lines file of N traces (one line per trace, 5 spans each, as the
 OpenTelemetry Collector's file exporter writes them: a CHAIN run, a RETRIEVER span with 10
 documents, a RERANKER span with 5, an LLM span, and a CHAIN step) in a temp dir, then times,
-in one process, best of ``--repeat``:
+in one process, best of ``--repeat`` rounds in which they take turns:
 
 * ``json.loads`` over every line (the floor: any reader parses the JSON);
 * ``ragmeter.traces.read`` (spans -> traces -> runs, kept in a store as compact records);
@@ -160,14 +160,17 @@ def make_file(path: Path, n: int, seed: int = 0) -> None:
             fh.write(json.dumps(line) + "\n")
 
 
-def best(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
+def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Each function's best CPU time over ``repeat`` rounds, the functions taking turns in
+    each round (a slow spell of a shared machine then falls on all of them alike)."""
+    best = {name: float("inf") for name in fns}
     for _ in range(repeat):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return min(times)
+        for name, fn in fns.items():
+            gc.collect()
+            start = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - start)
+    return best
 
 
 def main() -> int:
@@ -205,13 +208,14 @@ def main() -> int:
             for _ in iter_samples(path, join_key="session.id"):
                 pass
 
-        base = best(floor, args.repeat)
+        times = interleaved({"floor": floor, "stored": stored, "streamed": streamed}, args.repeat)
+        base = times["floor"]
         print(f"json.loads over the lines        {base:7.2f} s CPU   1.00x")
-        for label, fn in (
-            ("traces.read (store of records)", stored),
-            ("traces.iter_samples (RagSample)", streamed),
+        for label, key in (
+            ("traces.read (store of records)", "stored"),
+            ("traces.iter_samples (RagSample)", "streamed"),
         ):
-            t = best(fn, args.repeat)
+            t = times[key]
             print(f"{label:32} {t:7.2f} s CPU   {t / base:.2f}x json.loads")
         tracemalloc.start()
         streamed()
