@@ -85,3 +85,28 @@ def test_a_bad_trace_file_exits_1_naming_the_line(
     assert "bad.jsonl:2: not valid JSON" in err
     code, _, err = invoke(capsys, "traces", str(tmp_path / "absent.jsonl"))
     assert code == 2 and "absent.jsonl" in err
+
+
+def test_traces_take_judged_only_and_show_judged_at_k(capsys: pytest.CaptureFixture[str]) -> None:
+    """-J scores the traces' rankings as trec_eval -J does (pytrec_eval as the oracle), and
+    the JSON report carries judged@k like every retrieval report."""
+    import pytrec_eval
+
+    path = DATA / "langchain" / "hybrid.jsonl"
+    qrels = _qrels(DATA / "langchain" / "qrels.tsv")
+    args = ["traces", str(path), "--qrels", str(DATA / "langchain" / "qrels.tsv")]
+    args += ["--join-key", "metadata.query_id", "--k", "10", "--json", "--per-query"]
+    code, out, err = invoke(capsys, *args, "--judged-only")
+    assert code == 0, err
+    report = json.loads(out)
+    assert "judged" in report and report["judged"]["judged_only"] is True
+    run = read(path, join_key="metadata.query_id").to_run()
+    scored = {q: {d: float(len(ids) - i) for i, d in enumerate(ids)} for q, ids in run.items()}
+    grades = {q: {d: int(g) for d, g in row.items()} for q, row in qrels.items()}
+    oracle = pytrec_eval.RelevanceEvaluator(
+        grades, {"ndcg_cut_10"}, judged_docs_only_flag=True
+    ).evaluate(scored)
+    for qid, values in oracle.items():
+        assert report["per_query"][qid]["ndcg@10"] == pytest.approx(
+            values["ndcg_cut_10"], abs=1e-12
+        )

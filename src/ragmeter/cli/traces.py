@@ -17,6 +17,8 @@ import typer
 from ragmeter.cli._app import _print_table, _stderr, app
 from ragmeter.cli._options import (
     JsonOpt,
+    JudgedOnlyOpt,
+    JudgedThresholdOpt,
     KOpt,
     MetricsOpt,
     PerQueryOpt,
@@ -27,6 +29,7 @@ from ragmeter.cli._options import (
 )
 from ragmeter.cli._progress import stderr_is_tty
 from ragmeter.cli._tables import _emit_retrieval, _print_json, rag_table
+from ragmeter.evaluation.retrieval import JUDGED_THRESHOLD
 
 __all__ = ["traces"]
 
@@ -99,6 +102,8 @@ def traces(
     html: HtmlOpt = None,
     as_json: JsonOpt = False,
     per_query: PerQueryOpt = False,
+    judged_only: JudgedOnlyOpt = False,
+    judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
 ) -> None:
     """Score production traces: trec_eval's numbers with --qrels, else the answer metrics."""
     from ragmeter.traces import read
@@ -118,7 +123,11 @@ def traces(
     if qrels is not None:
         judged = read_qrels(qrels)
         names = _split_list(metrics) or None
-        options: dict[str, Any] = {"k_values": parse_k_values(k)}
+        options: dict[str, Any] = {
+            "k_values": parse_k_values(k),
+            "judged_only": judged_only,
+            "judged_threshold": judged_threshold,
+        }
         if names:
             options["metrics"] = names
         report = samples.evaluate_retrieval(judged, **options)
