@@ -75,8 +75,9 @@ def test_ir_measures_names_and_a_missing_query(collection) -> None:  # type: ign
 
 def test_bad_measure_requests_are_refused_before_scoring(collection) -> None:  # type: ignore[no-untyped-def]
     qrels, run = collection
-    with pytest.raises(UnknownMetricError, match="ndgc_cut"):
+    with pytest.raises(UnknownMetricError, match="ndgc_cut") as info:
         ragmeter.evaluate_run(qrels, run, measures=["ndgc_cut.10"])
+    assert "ndcg_cut" in str(info.value) and "nDCG" in str(info.value)  # both vocabularies
     with pytest.raises(InvalidInputError, match="integers"):
         ragmeter.evaluate_run(qrels, run, measures="map", relevance_level=1.5)
     with pytest.raises(InvalidInputError, match="measures must"):

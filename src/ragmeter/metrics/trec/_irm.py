@@ -86,6 +86,18 @@ class IrMeasure:
         return f"{base}_{params}"
 
 
+def _unknown(text: str) -> UnknownMetricError:
+    """No such measure: trec_eval's names (``-m`` syntax) and ir_measures' both listed."""
+    from ragmeter.metrics.trec._spec import MEASURES, NICKNAMES
+
+    irm = ", ".join(sorted([*_TREC, *_EXTRA]))
+    return UnknownMetricError(
+        text,
+        [*(m.name for m in MEASURES), *NICKNAMES],
+        f" (trec_eval's -m names, NAME[.params]). ir_measures names (NAME(params)@k): {irm}.",
+    )
+
+
 def parse_ir_measure(text: str) -> IrMeasure:
     """Parse ``nDCG@10``, ``P(rel=2)@5``, ``RBP(p=0.8)``, ``Judged@10`` ...
 
@@ -97,7 +109,7 @@ def parse_ir_measure(text: str) -> IrMeasure:
     """
     m = _NAME.match(text.replace(" ", "").replace("α", "alpha_"))
     if m is None:
-        raise UnknownMetricError(text, [*_TREC, *_EXTRA])
+        raise _unknown(text)
     name, cut = m.group("name"), m.group("cut")
     params: dict[str, float] = {}
     for item in filter(None, (m.group("params") or "").split(",")):
@@ -111,7 +123,7 @@ def parse_ir_measure(text: str) -> IrMeasure:
     if name in _EXTRA or (name == "RR" and cutoff is not None):
         return IrMeasure(text, "RR_cut" if name == "RR" else name, cutoff, rel, params, None)  # type: ignore[arg-type]
     if name not in _TREC:
-        raise UnknownMetricError(text, [*_TREC, *_EXTRA])
+        raise _unknown(text)
     trec, takes_cut = _TREC[name]
     if cutoff is not None and name in _CUT_NAMES:
         trec = f"{_CUT_NAMES[name]}.{cutoff}"
