@@ -80,10 +80,12 @@ class InvalidTypeError(InvalidInputError, TypeError):
 class UnknownMetricError(RagmeterError, KeyError, ValueError):
     """A metric name that is not registered; the message lists what exists."""
 
-    def __init__(self, name: object, available: Iterable[str], also: str = "") -> None:
+    def __init__(
+        self, name: object, available: Iterable[str], also: str = "", *, bare: bool = True
+    ) -> None:
         names = ", ".join(sorted(available))
         hint = ""
-        if isinstance(name, str) and "@" in name:
+        if bare and isinstance(name, str) and "@" in name:  # registry names have no @k
             hint = (
                 f" Registry names are bare: pass {name.split('@', 1)[0]!r} and choose the "
                 "cut-off with k / k_values ('metric@k' exists only as a result key)."

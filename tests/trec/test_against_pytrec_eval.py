@@ -84,15 +84,15 @@ def test_every_pytrec_eval_measure_per_query(
 
 
 def test_default_recall_cutoffs_are_trec_eval_10s() -> None:
-    """R = 5 relevant, one retrieved: 0.1 * 5 = 0.5 rounds to 1 (trec_eval 10), not 1 (9: 1.4)."""
-    qrels = {"q": {f"r{i}": 1 for i in range(5)}}
-    run = {"q": {"x": 2.0, "r0": 1.0}}
-    new = evaluate(qrels, run, ["iprec_at_recall.0.3"]).per_query["q"]
-    old = evaluate(qrels, run, ["iprec_at_recall.0.3"], legacy_recall_cutoffs=True).per_query["q"]
-    want = pytrec_eval.RelevanceEvaluator(qrels, {"iprec_at_recall.0.3"}).evaluate(run)["q"]
-    assert old == want
-    # lround(1.5) = 2 relevant docs needed, only 1 retrieved: 0; trec_eval 9: int(2.4) = 2 too
-    assert new["iprec_at_recall_0.30"] == want["iprec_at_recall_0.30"] == 0.0
+    """R = 6, recall 0.2: trec_eval 10 needs lround(1.2) = 1 relevant doc, trec_eval 9 and
+    pytrec_eval int(1.2 + 0.9) = 2; the ranking makes the two rules give different values."""
+    qrels = {"q": {f"r{i}": 1 for i in range(6)}}
+    run = {"q": {"r0": 5.0, "x1": 4.0, "x2": 3.0, "x3": 2.0, "r1": 1.0}}
+    new = evaluate(qrels, run, ["iprec_at_recall.0.2"]).per_query["q"]
+    old = evaluate(qrels, run, ["iprec_at_recall.0.2"], legacy_recall_cutoffs=True).per_query["q"]
+    want = pytrec_eval.RelevanceEvaluator(qrels, {"iprec_at_recall.0.2"}).evaluate(run)["q"]
+    assert old == want == {"iprec_at_recall_0.20": 0.4}  # from the 2nd relevant doc: 2/5
+    assert new["iprec_at_recall_0.20"] == 1.0  # from the 1st: 1/1
 
 
 def test_an_empty_ranking_scores_as_pytrec_eval_scores_a_ranking_emptied_by_judged_only() -> None:

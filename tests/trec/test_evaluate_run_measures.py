@@ -78,6 +78,9 @@ def test_bad_measure_requests_are_refused_before_scoring(collection) -> None:  #
     with pytest.raises(UnknownMetricError, match="ndgc_cut") as info:
         ragmeter.evaluate_run(qrels, run, measures=["ndgc_cut.10"])
     assert "ndcg_cut" in str(info.value) and "nDCG" in str(info.value)  # both vocabularies
+    with pytest.raises(UnknownMetricError, match="nDGC@10") as info:
+        ragmeter.evaluate_run(qrels, run, measures=["nDGC@10"])
+    assert "Registry names are bare" not in str(info.value)  # @k is ir_measures' syntax
     with pytest.raises(InvalidInputError, match="integers"):
         ragmeter.evaluate_run(qrels, run, measures="map", relevance_level=1.5)
     with pytest.raises(InvalidInputError, match="measures must"):
@@ -105,3 +108,35 @@ def test_measures_reports_carry_judged_at_10_and_score_judged_only_as_trec_eval_
         for name, value in values.items():
             assert condensed.per_query[qid][name] == pytest.approx(value, abs=1e-12)
     assert condensed.judged is not None and condensed.judged.means == plain.judged.means
+
+
+def test_int_doc_ids_are_their_digits_and_a_bad_ranking_is_named() -> None:
+    """Ids compare as strings on this path too (1 is "1"); a ranking of (doc, score) pairs
+    or a non-numeric score is refused naming the query, never scored 0."""
+    qrels = {"q1": {"1": 1, "3": 2}}
+    as_ints = ragmeter.evaluate_run(qrels, {"q1": {1: 0.9, 3: 0.5}}, measures=["P.2", "map"])
+    as_text = ragmeter.evaluate_run(qrels, {"q1": {"1": 0.9, "3": 0.5}}, measures=["P.2", "map"])
+    assert as_ints.metrics == as_text.metrics and as_text.metrics["P_2"] == 1.0
+    with pytest.raises(InvalidInputError, match=r"run\['q1'\]: id \('3', 0.4\)"):
+        ragmeter.evaluate_run(qrels, {"q1": [("3", 0.4), ("1", 0.3)]}, measures="P.2")
+    with pytest.raises(InvalidInputError, match=r"run\['q1'\]\['1'\] = 'high'"):
+        ragmeter.evaluate_run(qrels, {"q1": {"1": "high"}}, measures="P.2")
+    with pytest.raises(InvalidInputError, match="judged_only"):
+        ragmeter.evaluate_run(qrels, {"q1": ["1"]}, measures="P.2", judged_only="yes")  # type: ignore[arg-type]
+
+
+def test_registry_entries_score_one_query_or_say_why_not() -> None:
+    import math as m
+
+    import pytrec_eval
+
+    qrels = {"q": {"d1": 1, "d2": 0, "d3": 1}}
+    ranked = ["d2", "d1", "x"]
+    run = {"q": {d: float(3 - i) for i, d in enumerate(ranked)}}
+    ap = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(run)["q"]["map"]
+    assert ragmeter.get_metric("gm_map").evaluate(qrels["q"], ranked) == pytest.approx(ap)
+    assert ragmeter.get_metric("map", kind="trec").evaluate(qrels["q"], ranked) == ap
+    assert not m.isnan(ragmeter.get_metric("gm_bpref").evaluate(qrels["q"], ranked))
+    for name in ("num_q", "relstring", "runid"):
+        with pytest.raises(InvalidInputError, match="not a score of one query"):
+            ragmeter.get_metric(name, kind="trec").evaluate(qrels["q"], ranked)

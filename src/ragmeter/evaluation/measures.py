@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ragmeter.errors import InvalidInputError
+from ragmeter.evaluation._checks import id_text
 from ragmeter.evaluation._judged import warn_unjudged
 from ragmeter.metrics.trec import MEASURES, NICKNAMES, TrecEvalResult, parse_measures
 from ragmeter.metrics.trec import evaluate as trec_evaluate
@@ -52,8 +53,10 @@ def evaluate_measures(
         raise InvalidInputError(
             f"relevance_level={relevance_level!r}: trec_eval's levels are integers"
         )
-    run = {str(q): r for q, r in run.items()}
-    qrels = {str(q): {str(d): g for d, g in row.items()} for q, row in qrels.items()}
+    run = {str(q): _ranking(str(q), r) for q, r in run.items()}
+    qrels = {
+        str(q): {id_text(d, f"qrels[{q!r}]"): g for d, g in row.items()} for q, row in qrels.items()
+    }
     extra = [] if judged_only else [m for m in _JUDGED if m not in _names_of(requests)]
     result = trec_evaluate(
         qrels,
@@ -167,3 +170,22 @@ def _names_of(requests: list[str]) -> set[str]:
     return {n for r in parse_measures(trec) for n in r.names} | {
         m for m in requests if m.partition(".")[0] not in known
     }
+
+
+def _ranking(qid: str, ranking: Any) -> dict[str, float] | list[str]:
+    """One query's ranking as the engine takes it, its doc ids as strings: ``{doc: score}``
+    (ranked by trec_eval's rule) or doc ids, best first; anything else is refused by name."""
+    where = f"run[{qid!r}]"
+    if isinstance(ranking, Mapping):
+        out: dict[str, float] = {}
+        for doc, score in ranking.items():
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                raise InvalidInputError(f"{where}[{doc!r}] = {score!r}: a score must be a number")
+            out[id_text(doc, where)] = float(score)
+        return out
+    if isinstance(ranking, (str, bytes)) or not isinstance(ranking, Iterable):
+        raise InvalidInputError(
+            f"{where} must be a list of doc ids, best first, or {{doc_id: score}}; "
+            f"got {type(ranking).__name__}"
+        )
+    return [id_text(doc, where) for doc in ranking]

@@ -110,7 +110,9 @@ def evaluate_run(
     :mod:`ragmeter.evaluation.measures`): trec_eval ``-m`` strings (``"all_trec"``,
     ``"ndcg_cut.10,20"``, ``"P.5"``, ``"bpref"``) or ir_measures names (``"nDCG@10"``,
     ``"Judged@10"``, ``"RBP(p=0.8)"``), keyed as trec_eval prints them; ``k_values`` and
-    ``metrics`` are then not used, and ``per_query`` is ``True`` or ``False``.
+    ``metrics`` are then not used, and ``per_query`` is ``True`` or ``False``. As everywhere,
+    ``missing_queries="zero"`` (the default) is trec_eval's ``-c``; pass ``"skip"`` for
+    plain ``trec_eval``'s numbers.
 
     >>> r = evaluate_run(qrels, run, measures=["P.1", "bpref", "Rprec"])
     >>> r.metrics
@@ -149,7 +151,14 @@ def _measures_report(
     judged_only: bool,
     judged_threshold: float,
 ) -> RetrievalEvalReport:
-    check_options("ndcg", 10, relevance_level, missing_queries, judged_threshold=judged_threshold)
+    check_options(
+        "ndcg",
+        10,
+        relevance_level,
+        missing_queries,
+        judged_only=judged_only,
+        judged_threshold=judged_threshold,
+    )
     if not isinstance(per_query, bool):
         raise InvalidInputError(
             f"per_query must be True or False with measures=, got {per_query!r}"

@@ -7,16 +7,17 @@ per trec_eval measure, with its convention in one line and its ``-m`` parameter 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ragmeter.errors import UnknownMetricError
+from ragmeter.errors import InvalidInputError, UnknownMetricError
 from ragmeter.metrics.trec._spec import MEASURES, MeasureSpec
 
 __all__ = ["TREC_MEASURES", "TrecMeasure", "TrecMeasures"]
 
 _MEANINGS: dict[str, str] = {
-    "runid": "the run's name (the last column of its first line); summary line only",
+    "runid": "the run's name (the last column of the results file's last line); summary only",
     "num_q": "number of queries averaged over",
     "num_ret": "documents retrieved (summed over queries)",
     "num_rel": "relevant documents in the qrels (summed)",
@@ -99,15 +100,23 @@ class TrecMeasure:
         self, judgements: Mapping[str, float], ranked: Sequence[str], k: int | None = None
     ) -> float:
         """This measure on one query (``ranked`` best first); ``k`` is the cut-off of a
-        cut-off measure (its first default when ``None``) and ignored by the others."""
+        cut-off measure (its first default when ``None``) and ignored by the others. A
+        geometric mean (``gm_map``) of one query is its value (floored at 1e-5, as
+        trec_eval floors it); ``num_q``, ``relstring`` and ``runid`` are not scores of a
+        query and raise :class:`~ragmeter.errors.InvalidInputError`."""
         from ragmeter.metrics.trec._engine import evaluate
 
+        if self.summary in ("count", "string", "runid"):
+            raise InvalidInputError(
+                f"{self.name} is not a score of one query ({self.meaning}); "
+                "use ragmeter.metrics.trec.evaluate for it"
+            )
         request = self.name
         if k is not None and self.params == "long_cuts":
             request = f"{self.name}.{k}"
         result = evaluate({"q": dict(judgements)}, {"q": list(ranked)}, [request])  # type: ignore[arg-type]  # grades are checked there
-        name = result.names[0]
-        return float(result.per_query["q"][name])
+        value = float(result.per_query["q"][result.names[0]])
+        return math.exp(value) if self.summary == "gm" else value  # gm_*: its log per query
 
     def __repr__(self) -> str:
         return f"TrecMeasure({self.name!r})"

@@ -95,6 +95,7 @@ def _unknown(text: str) -> UnknownMetricError:
         text,
         [*(m.name for m in MEASURES), *NICKNAMES],
         f" (trec_eval's -m names, NAME[.params]). ir_measures names (NAME(params)@k): {irm}.",
+        bare=False,  # ``@k`` is ir_measures' own syntax here, not a result key
     )
 
 
