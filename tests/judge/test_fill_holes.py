@@ -216,15 +216,16 @@ def test_agreement_matches_scikit_learn_on_a_stratified_sample(cranfield, filled
     assert counts == {1: 30, 2: 30, 3: 30, 4: 30}  # stratified: even over the four grades
     human = [p[2] for p in a.pairs]
     judge = [p[3] for p in a.pairs]
-    assert a.kappa == pytest.approx(cohen_kappa_score(human, judge), abs=1e-12)
+    scale = sorted(set(CRANFIELD_SCALE.values()) | set(human))  # the whole ordinal scale
+    assert a.labels == scale
+    assert a.kappa == pytest.approx(cohen_kappa_score(human, judge, labels=scale), abs=1e-12)
     assert a.kappa_linear == pytest.approx(
-        cohen_kappa_score(human, judge, weights="linear"), abs=1e-12
+        cohen_kappa_score(human, judge, weights="linear", labels=scale), abs=1e-12
     )
     assert a.kappa_quadratic == pytest.approx(
-        cohen_kappa_score(human, judge, weights="quadratic"), abs=1e-12
+        cohen_kappa_score(human, judge, weights="quadratic", labels=scale), abs=1e-12
     )
-    assert a.confusion == sk_confusion(human, judge, labels=a.labels).tolist()
-    assert a.labels == sorted(set(human) | set(judge))
+    assert a.confusion == sk_confusion(human, judge, labels=scale).tolist()
     assert a.exact == pytest.approx(
         sum(h == j for h, j in zip(human, judge, strict=True)) / len(human)
     )
@@ -416,3 +417,41 @@ def test_bad_arguments_are_refused(cranfield, bm25) -> None:  # type: ignore[no-
     assert truth.calls == 0
     with pytest.raises(InvalidInputError, match="needs the query texts"):
         fill_holes(bm25, qrels, judge=judge, corpus=corpus, judge_cache=None)
+
+
+def test_a_grade_nobody_gave_still_sets_the_distances_and_before_after_share_queries() -> None:
+    """Review findings: (1) weighted kappa is over the whole 0-3 scale, even when the
+    sample has no 2 (sklearn with labels= as the oracle); (2) a query with no relevant human
+    grade stays out of "after" even when the judge grades a hole relevant; (3) a doc graded
+    below 0 is a hole (pooled, not judged), never in the agreement sample."""
+    from ragmeter.judge import FunctionJudge
+
+    qrels = {"q1": {"d1": 3, "d2": 0, "d3": 0, "d4": 3, "neg": -1}, "q2": {"e1": 0}}
+    run = {"q1": ["d1", "neg", "d2", "x1", "d3", "d4"], "q2": ["e1", "y1"]}
+    texts = {d: f"text {d}" for d in ["d1", "d2", "d3", "d4", "neg", "x1", "e1", "y1"]}
+    queries = {"q1": "question one", "q2": "question two"}
+    grade_of = {"d1": 3, "d2": 0, "d3": 1, "d4": 3, "neg": 3, "x1": 3, "e1": 0, "y1": 3}
+
+    def reply(messages):  # type: ignore[no-untyped-def]
+        passage = messages[-1].content.split("Passage:", 1)[1]
+        doc = next(d for d in grade_of if passage.split()[:2] == ["text", d])
+        return f'{{"grade": {grade_of[doc]}}}'
+
+    result = ragmeter.fill_holes(
+        run, qrels, judge=FunctionJudge(reply, model="table"), corpus=texts, queries=queries,
+        depth=6, k=6, sample_size=10, judge_cache=None,
+    )  # fmt: skip
+    a = result.agreement
+    assert a is not None
+    human = [p[2] for p in a.pairs]
+    judge = [p[3] for p in a.pairs]
+    assert -1 not in human and a.labels == [0, 1, 2, 3]
+    assert a.kappa_quadratic == pytest.approx(
+        cohen_kappa_score(human, judge, weights="quadratic", labels=[0, 1, 2, 3]), abs=1e-12
+    )
+    assert "neg" in result.judged_by_model["q1"] and "y1" in result.judged_by_model["q2"]
+    system = result.systems[0]
+    only_q1 = ragmeter.evaluate_run(
+        {"q1": result.qrels["q1"]}, {"q1": run["q1"]}, k_values=[6], metrics=["ndcg"]
+    )
+    assert system.after == pytest.approx(only_q1.metrics["ndcg@6"], abs=1e-15)

@@ -161,7 +161,8 @@ def _depth(depth: int) -> int:
 def find_holes(runs: Sequence[RunLike], qrels: Qrels, *, depth: int) -> dict[str, list[str]]:
     """``{query_id: [doc_id, ...]}``: the unjudged documents in the top ``depth`` of any of
     ``runs``, for every query that has judgements (a query with none is not scored, so it
-    has no holes to fill). Ids are compared as strings; each doc is listed once, in the
+    has no holes to fill). A doc graded below 0 is a hole too: trec_eval reads such a grade
+    as "pooled, not judged". Ids are compared as strings; each doc is listed once, in the
     order the runs first rank it.
 
     >>> find_holes([{"q1": ["a", "x", "b", "y"]}], {"q1": {"a": 1, "b": 0}}, depth=3)
@@ -170,9 +171,13 @@ def find_holes(runs: Sequence[RunLike], qrels: Qrels, *, depth: int) -> dict[str
     {}
     >>> find_holes([{"q1": ["x"]}, {"q1": ["z", "x"]}], {"q1": {"a": 1}}, depth=10)
     {'q1': ['x', 'z']}
+    >>> find_holes([{"q1": ["a", "p"]}], {"q1": {"a": 1, "p": -1}}, depth=10)
+    {'q1': ['p']}
     """
     _depth(depth)
-    judged = {str(q): {str(d) for d in docs} for q, docs in qrels.items() if docs}
+    judged = {  # a grade below 0 is "in the pool, not judged" (trec_eval): a hole
+        str(q): {str(d) for d, g in docs.items() if g >= 0} for q, docs in qrels.items() if docs
+    }
     holes: dict[str, dict[str, None]] = {}
     for run in runs:
         for qid, ranking in run.items():

@@ -124,8 +124,9 @@ def _agreement_pool(
             if not judged:
                 continue
             for doc in list(ranking)[:depth]:
-                if str(doc) in judged:
-                    pool.add((str(qid), str(doc), judged[str(doc)]))
+                grade = judged.get(str(doc))
+                if grade is not None and grade >= 0:  # below 0: pooled, not judged (trec_eval)
+                    pool.add((str(qid), str(doc), grade))
     return sorted(pool)
 
 
@@ -189,7 +190,8 @@ def _measure_agreement(
     ]
     human = [p[2] for p in pairs]
     model = [p[3] for p in pairs]
-    labels, matrix = confusion_matrix(human, model)
+    scale = sorted(set(grades.values()) | set(human))  # the whole ordinal scale, seen or not
+    labels, matrix = confusion_matrix(human, model, labels=scale)
     scores: dict[str, tuple[float, float]] = {}
     tau: float | None = None
     if len(runs) >= 2 and pairs:
@@ -210,9 +212,9 @@ def _measure_agreement(
         pairs=pairs,
         labels=labels,
         confusion=matrix,
-        kappa=cohen_kappa(human, model),
-        kappa_linear=cohen_kappa(human, model, weights="linear"),
-        kappa_quadratic=cohen_kappa(human, model, weights="quadratic"),
+        kappa=cohen_kappa(human, model, labels=scale),
+        kappa_linear=cohen_kappa(human, model, weights="linear", labels=scale),
+        kappa_quadratic=cohen_kappa(human, model, weights="quadratic", labels=scale),
         exact=sum(h == j for h, j in zip(human, model, strict=True)) / len(pairs)
         if pairs
         else math.nan,
@@ -256,6 +258,9 @@ class _Plan:
     k: int
     depth: int
     level: float | None
+    scored: frozenset[str] = frozenset()
+    """The queries the human qrels score (a relevant grade): "after" is averaged over them
+    too, so a query the judge alone made scorable does not change the mean's denominator."""
 
 
 def _system(plan: _Plan, name: str, merged: Qrels | None, added: Qrels) -> SystemFill:
@@ -265,6 +270,8 @@ def _system(plan: _Plan, name: str, merged: Qrels | None, added: Qrels) -> Syste
     level = plan.level
     relevant = sum(g >= level if level is not None else g > 0 for g in graded)
     before, judged_before = plan.before[name]
+    if merged is not None:  # over the queries "before" was averaged over, and no others
+        merged = {q: docs for q, docs in merged.items() if q in plan.scored}
     return SystemFill(
         name=name,
         before=before,
@@ -408,6 +415,11 @@ def _plan(
         k=k,
         depth=depth,
         level=level,
+        scored=frozenset(
+            q
+            for q, row in human.items()
+            if any((g >= level) if level is not None else (g > 0) for g in row.values())
+        ),
     )
 
 
