@@ -36,7 +36,6 @@ from ragmeter.judge.holes import (
 )
 from ragmeter.judge.protocol import Judge
 from ragmeter.judge.runner import JudgeOptions
-from ragmeter.metrics.ranking import judged_at_k
 from ragmeter.stats._agreement import cohen_kappa, confusion_matrix, kendall_tau
 from ragmeter.stats._holes_result import HoleFilling, JudgeAgreement, SystemFill
 
@@ -130,9 +129,18 @@ def _agreement_pool(
     return sorted(pool)
 
 
-def _score(qrels: Qrels, run: RunLike, metric: str, k: int, level: float | None) -> float:
+def _scores(
+    qrels: Qrels, run: RunLike, metric: str, k: int, level: float | None
+) -> tuple[float, float]:
+    """``(metric@k, judged@k)`` of ``run`` from one :func:`~ragmeter.evaluate_run` report (its
+    ``report.judged``: the judged share every retrieval report carries)."""
     report = evaluate_run(qrels, run, k_values=(k,), metrics=[metric], relevance_level=level)
-    return report.metrics[f"{metric}@{k}"]
+    judged = report.judged.means[f"judged@{k}"] if report.judged is not None else math.nan
+    return report.metrics[f"{metric}@{k}"], judged
+
+
+def _score(qrels: Qrels, run: RunLike, metric: str, k: int, level: float | None) -> float:
+    return _scores(qrels, run, metric, k, level)[0]
 
 
 def _try_score(qrels: Qrels, run: RunLike, metric: str, k: int, level: float | None) -> float:
@@ -144,16 +152,6 @@ def _try_score(qrels: Qrels, run: RunLike, metric: str, k: int, level: float | N
         return _score(qrels, run, metric, k, level)
     except NoScorableQueriesError:
         return math.nan
-
-
-def _judged(run: RunLike, qrels: Mapping[str, Mapping[str, float]], k: int) -> float:
-    """Mean judged@k over the judged queries the run ranks (0.0 when it ranks none)."""
-    values = [
-        judged_at_k([str(d) for d in ranking], qrels[str(q)], k)
-        for q, ranking in run.items()
-        if qrels.get(str(q))
-    ]
-    return math.fsum(values) / len(values) if values else 0.0
 
 
 def _check_grade_map(grade_map: Mapping[int, float] | None) -> dict[int, float]:
@@ -270,14 +268,16 @@ def _system(plan: _Plan, name: str, merged: Qrels | None, added: Qrels) -> Syste
     level = plan.level
     relevant = sum(g >= level if level is not None else g > 0 for g in graded)
     before, judged_before = plan.before[name]
+    after: tuple[float | None, float | None] = (None, None)
     if merged is not None:  # over the queries "before" was averaged over, and no others
-        merged = {q: docs for q, docs in merged.items() if q in plan.scored}
+        scored = {q: docs for q, docs in merged.items() if q in plan.scored}
+        after = _scores(scored, run, plan.metric, plan.k, level)
     return SystemFill(
         name=name,
         before=before,
-        after=None if merged is None else _score(merged, run, plan.metric, plan.k, level),
+        after=after[0],
         judged_before=judged_before,
-        judged_after=None if merged is None else _judged(run, merged, plan.k),
+        judged_after=after[1],
         holes=sum(len(d) for d in holes.values()),
         filled=len(graded),
         relevant=relevant,
@@ -393,10 +393,7 @@ def _plan(
     qrels: any bad input (an unknown metric, a repeated doc) is refused before a call."""
     named = _named_runs(run)
     human = {str(q): {str(d): g for d, g in docs.items()} for q, docs in qrels.items()}
-    before = {
-        name: (_score(human, r, metric, k, level), _judged(r, human, k))
-        for name, r in named.items()
-    }
+    before = {name: _scores(human, r, metric, k, level) for name, r in named.items()}
     query_texts, docs = _texts(corpus, queries)
     holes = find_holes(list(named.values()), human, depth=depth)
     holes, skipped = texts_for(holes, query_texts, docs, missing_text=missing_text)
