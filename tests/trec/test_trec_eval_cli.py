@@ -132,3 +132,24 @@ def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _invoke(capsys, [str(DATA / "qrels.test"), os.devnull + "x"])
     assert code == 2
     assert "does not exist" in err
+
+
+def test_a_grade_or_score_that_is_not_a_number_is_read_as_trec_eval_reads_it_and_said(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """trec_eval reads "abc" as 0 (C atof) without a word: stdout stays its bytes, and
+    stderr names each such field by file and line."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("1 0 d1 1\n1 0 d2 x\n")
+    run = tmp_path / "run"
+    run.write_text("1 Q0 d1 1 abc r\n1 Q0 d2 2 0.5 r\n")
+    clean = tmp_path / "clean"
+    clean.write_text("1 Q0 d1 1 0 r\n1 Q0 d2 2 0.5 r\n")
+    cleanq = tmp_path / "cleanq"
+    cleanq.write_text("1 0 d1 1\n1 0 d2 0\n")
+    code, out, err = _invoke(capsys, ["-m", "map", str(qrels), str(run)])
+    assert code == 0
+    _, same, quiet = _invoke(capsys, ["-m", "map", str(cleanq), str(clean)])
+    assert out == same and quiet == ""
+    assert "2 grades or scores are not plain numbers" in err
+    assert f"{qrels} line 2: grade 'x'" in err and f"{run} line 1: score 'abc'" in err

@@ -92,8 +92,15 @@ def trec_eval_command(
     requests = list(measure or [])
     if all_measures:
         requests.append("all_trec")
-    judged = parse_qrels(_read(qrels, "qrels"), qrels)
-    ranked = parse_results(_read(results, "results"), results)
+    notes: list[str] = []
+    judged = parse_qrels(_read(qrels, "qrels"), qrels, notes)
+    ranked = parse_results(_read(results, "results"), results, notes)
+    if notes:  # read as trec_eval reads them (stdout stays trec_eval's); said on stderr
+        shown = "; ".join(notes[:3]) + (f"; and {len(notes) - 3} more" if len(notes) > 3 else "")
+        sys.stderr.write(
+            f"ragmeter trec_eval: {len(notes)} grades or scores are not plain numbers and were "
+            f"read the way trec_eval reads them (C atol/atof): {shown}\n"
+        )
     result = evaluate(
         judged,
         ranked.scores,

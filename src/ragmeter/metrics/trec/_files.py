@@ -9,7 +9,9 @@
   the last line's.
 
 A doc listed twice for one query (in either file) is an error naming the query and the doc:
-trec_eval refuses such a query too. Errors name the file and the 1-based line.
+trec_eval refuses such a query too. Errors name the file and the 1-based line. A grade or
+score that is not a plain number is read as C reads it (``"x"`` is 0), as trec_eval does, and
+noted in ``notes`` when a list is given, so a caller can say so.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ __all__ = ["Results", "parse_qrels", "parse_results"]
 
 _SPACE = " \t\v\f\r"  # C isspace, less the newline that ends a line
 _SPLIT = re.compile(f"[{_SPACE}]+")
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.I)
 
 
 def _lines(text: str) -> list[str]:
@@ -37,11 +41,16 @@ def _fields(line: str) -> list[str]:
     return _SPLIT.split(stripped) if stripped else []
 
 
-def parse_qrels(text: str, path: str | None = None) -> dict[str, dict[str, int]]:
+def parse_qrels(
+    text: str, path: str | None = None, notes: list[str] | None = None
+) -> dict[str, dict[str, int]]:
     """``{qid: {docno: grade}}`` from qrels text, by trec_eval's rules (module docstring).
 
     >>> parse_qrels("# judged by hand\\n1 0 d1 2\\n1 0 d2 0\\n")
     {'1': {'d1': 2, 'd2': 0}}
+    >>> notes = []
+    >>> parse_qrels("1 0 d1 1.5\\n1 0 d2 x\\n", "q.txt", notes), notes[1]
+    ({'1': {'d1': 1, 'd2': 0}}, "q.txt line 2: grade 'x' is not an integer; read as 0")
     """
     qrels: dict[str, dict[str, int]] = {}
     for number, line in enumerate(_lines(text), start=1):
@@ -61,6 +70,9 @@ def parse_qrels(text: str, path: str | None = None) -> dict[str, dict[str, int]]
                 f"doc {doc!r} is judged twice for query {qid!r}", path=path, line=number
             )
         judged[doc] = atol(grade)
+        if notes is not None and not _INT.fullmatch(grade):
+            notes.append(f"{path or 'qrels'} line {number}: grade {grade!r} is not an integer; "
+                         f"read as {judged[doc]}")  # fmt: skip
     return qrels
 
 
@@ -72,7 +84,7 @@ class Results:
         self.runid = runid
 
 
-def parse_results(text: str, path: str | None = None) -> Results:
+def parse_results(text: str, path: str | None = None, notes: list[str] | None = None) -> Results:
     """:class:`Results` from results text, by trec_eval's rules (module docstring).
 
     >>> r = parse_results("1 Q0 d1 1 0.5 bm25\\n\\n1 Q0 d2 2 0.25 bm25 extra\\n")
@@ -98,4 +110,7 @@ def parse_results(text: str, path: str | None = None) -> Results:
                 f"doc {doc!r} is retrieved twice for query {qid!r}", path=path, line=number
             )
         ranked[doc] = atof(score)
+        if notes is not None and not _FLOAT.fullmatch(score):
+            notes.append(f"{path or 'results'} line {number}: score {score!r} is not a number; "
+                         f"read as {ranked[doc]!r}")  # fmt: skip
     return Results(scores, runid)
