@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ragmeter.errors import InvalidInputError
-from ragmeter.evaluation._checks import id_text
-from ragmeter.evaluation._judged import warn_unjudged
+from ragmeter.evaluation._checks import RunOptions, id_text
+from ragmeter.evaluation._judged import judged_share, warn_unjudged
 from ragmeter.metrics.trec import MEASURES, NICKNAMES, TrecEvalResult, parse_measures
 from ragmeter.metrics.trec import evaluate as trec_evaluate
 from ragmeter.report import Conventions, JudgedShare, RetrievalEvalReport, WarningLog
@@ -32,17 +32,18 @@ def evaluate_measures(
     qrels: Mapping[str, Mapping[str, Any]],
     run: Mapping[str, Any],
     measures: Iterable[str] | str,
+    options: RunOptions,
     *,
-    relevance_level: float | None,
-    missing_queries: str,
-    judged_only: bool,
-    judged_threshold: float,
     per_query: bool,
     warnings: WarningLog,
 ) -> RetrievalEvalReport:
-    """The report of ``measures`` over ``run`` (see the module docstring); ``report.judged``
-    holds ``judged@10`` (of the rankings as given, before ``judged_only`` removes anything),
-    with the unjudged-docs warning of every retrieval report."""
+    """The report of ``measures`` over ``run`` (see the module docstring) under the checked
+    ``options`` (relevance level, missing-query rule, ``judged_only``, judged threshold; their
+    metrics and cut-offs are not used); ``report.judged`` holds ``judged@10`` (of the
+    rankings as given, before ``judged_only`` removes anything), with the unjudged-docs
+    warning of every retrieval report."""
+    relevance_level, missing_queries = options.level, options.mode
+    judged_only = options.judged_only
     requests = [measures] if isinstance(measures, str) else list(measures)
     if not requests or not all(isinstance(m, str) for m in requests):
         raise InvalidInputError(
@@ -70,7 +71,7 @@ def evaluate_measures(
         seen = trec_evaluate(qrels, run, list(_JUDGED), relevance_level=int(level))
     else:
         seen = result
-    judged = _judged_share(seen, judged_threshold, judged_only)
+    judged = _judged_share(seen, options)
     _drop(result, extra)
     warn_unjudged(warnings, judged, qrels, level)
     missing = [q for q in qrels if q not in run]
@@ -127,8 +128,9 @@ _JUDGED = ("Judged@10", "num_ret")
 many docs it ranks."""
 
 
-def _judged_share(result: TrecEvalResult, threshold: float, judged_only: bool) -> JudgedShare:
-    """``judged@10`` per query and the pooled counts behind the warning."""
+def _judged_share(result: TrecEvalResult, options: RunOptions) -> JudgedShare:
+    """``judged@10`` per query and the pooled counts behind the warning, turned back into
+    whole docs by the scoring loop's rule (``round(share * min(10, n))``)."""
     ids, values = [], []
     docs = unjudged = shown = short = 0
     for qid in result.queries:
@@ -140,16 +142,7 @@ def _judged_share(result: TrecEvalResult, threshold: float, judged_only: bool) -
             missed = round((1.0 - share) * n)
             docs, unjudged, shown = docs + n, unjudged + missed, shown + 1
             short += missed > 0
-    judged = JudgedShare(
-        k=10,
-        documents=docs,
-        unjudged=unjudged,
-        queries=shown,
-        queries_with_unjudged=short,
-        threshold=threshold,
-        judged_only=judged_only,
-        keys=("judged@10",),
-    )
+    judged = judged_share([docs, unjudged, shown, short], 10, options, ("judged@10",))
     judged.set_rows(ids, values, len(ids))
     return judged
 

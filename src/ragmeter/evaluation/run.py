@@ -151,7 +151,7 @@ def _measures_report(
     judged_only: bool,
     judged_threshold: float,
 ) -> RetrievalEvalReport:
-    check_options(
+    options = check_options(  # its metrics and cut-offs stand in: measures= names its own
         "ndcg",
         10,
         relevance_level,
@@ -171,10 +171,7 @@ def _measures_report(
         str_keys(qrels, "qrels"),
         str_keys(run, "run"),
         measures,
-        relevance_level=relevance_level,
-        missing_queries=missing_queries,
-        judged_only=judged_only,
-        judged_threshold=judged_threshold,
+        options,
         per_query=per_query,
         warnings=log,
     )
