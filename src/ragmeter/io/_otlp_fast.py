@@ -174,21 +174,13 @@ def _span(
     parent = span.parentSpanId
     if parent and int(span.flags or 0) & remote_parent == remote_parent:
         parent = None
-    # ids as lowercase hex, each checked once a line (``seen``: checked value -> hex)
-    trace = seen.get(span.traceId)  # type: ignore[arg-type]
-    if trace is None or len(trace) != 32:
-        trace = seen[span.traceId] = hex_id(span.traceId, 16, "traceId")  # type: ignore[index]
-    own = seen.get(span.spanId)  # type: ignore[arg-type]
-    if own is None or len(own) != 16:
-        own = seen[span.spanId] = hex_id(span.spanId, 8, "spanId")  # type: ignore[index]
-    if parent:
-        above = seen.get(parent)
-        if above is None or len(above) != 16:
-            above = seen[parent] = hex_id(parent, 8, "parentSpanId")
+    trace = _checked_id(seen, hex_id, span.traceId, 16, "traceId")
+    own = _checked_id(seen, hex_id, span.spanId, 8, "spanId")
+    above = _checked_id(seen, hex_id, parent, 8, "parentSpanId") if parent else None
     return make(
         trace,
         own,
-        above if parent else None,
+        above,
         span.name or "",
         _attributes(span.attributes),
         int(span.startTimeUnixNano or 0),
@@ -197,3 +189,15 @@ def _span(
         scope,
         int(span.droppedAttributesCount or 0),
     )
+
+
+def _checked_id(
+    seen: dict[str, str], hex_id: Callable[[Any, int, str], str], value: Any, size: int, what: str
+) -> str:
+    """``value`` as lowercase hex (``hex_id``), checked once a line: a line's ids repeat (the
+    trace id on every span, a parent's id as its span's); ``seen`` maps each checked value to
+    its hex, whose length says which size it was checked for."""
+    got = seen.get(value)
+    if got is None or len(got) != 2 * size:
+        got = seen[value] = hex_id(value, size, what)
+    return got
