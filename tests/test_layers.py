@@ -23,7 +23,7 @@ ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 LAYERS: dict[str, frozenset[str]] = {
     "foundations": frozenset({"_types", "_gc", "_version", "errors", "text"}),
     "records": frozenset({"schema", "spans", "aggregate"}),
-    "metrics": frozenset({"metrics", "judge"}),
+    "metrics": frozenset({"metrics", "judge", "embed"}),
     "formats": frozenset({"io", "datasets"}),
     "reports": frozenset({"report"}),
     "drivers": frozenset({"evaluation"}),

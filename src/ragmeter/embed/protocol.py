@@ -1,0 +1,82 @@
+"""The embedder contract: texts in, one vector per text out, and an identity for caching.
+
+An embedder is *the embedding model the user already has*, wrapped by an adapter
+(``ragmeter_langchain.embedder(embeddings)``, ``ragmeter_llamaindex.embedder(embed_model)``,
+``ragmeter_haystack.embedder(text_embedder)``) or by :class:`FunctionEmbedder` around any
+sync or async function. ``identity`` names the model and its settings; it is part of every
+cache key, so changing model or dimensions never reuses a stale vector. Embedding metrics
+call :meth:`Embedder.embed` with batches of at most ``batch_size`` texts, never an empty one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ragmeter.judge import function_fingerprint
+
+__all__ = ["DEFAULT_EMBED_MODEL", "Embedder", "FunctionEmbedder", "Vector"]
+
+Vector = list[float]
+"""One embedding: a list of floats (any length; all vectors of one model share it)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything with an ``identity`` and an async ``embed(texts) -> list[Vector]``."""
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        """Model identity and settings (JSON-ready), part of the cache key."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """One vector per text, in the order of ``texts``."""
+        ...
+
+
+DEFAULT_EMBED_MODEL = "function"
+"""``FunctionEmbedder.model`` when none is named: the identity then fingerprints the function."""
+
+
+@dataclass
+class FunctionEmbedder:
+    """An embedder around a plain function ``texts -> vectors`` (sync or async).
+
+    Sync functions run in a worker thread so they never block the event loop. ``model``
+    (with ``settings``) is the identity that keys the cache; left at the default
+    ``"function"``, the identity also carries the function's fingerprint (qualified name,
+    a hash of its code and of the values it reads), as :class:`~ragmeter.judge.FunctionJudge`
+    does.
+
+    >>> e = FunctionEmbedder(lambda texts: [[float(len(t)), 1.0] for t in texts], model="len")
+    >>> asyncio.run(e.embed(["ab", "c"]))
+    [[2.0, 1.0], [1.0, 1.0]]
+    >>> dict(e.identity)
+    {'model': 'len'}
+    """
+
+    fn: Callable[[Sequence[str]], Sequence[Sequence[float]] | Awaitable[Sequence[Sequence[float]]]]
+    model: str = DEFAULT_EMBED_MODEL
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        """``{"model": ..., **settings}``; with the default model also ``function`` and
+        ``code`` from :func:`~ragmeter.judge.function_fingerprint`."""
+        if self.model != DEFAULT_EMBED_MODEL:
+            return {"model": self.model, **self.settings}
+        return {"model": self.model, **function_fingerprint(self.fn), **self.settings}
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """Call the function (in a thread when it is synchronous)."""
+        if inspect.iscoroutinefunction(self.fn):
+            out = await self.fn(texts)
+        else:
+            out = await asyncio.to_thread(self.fn, texts)
+            if inspect.isawaitable(out):
+                out = await out
+        return [[float(x) for x in vector] for vector in out]
