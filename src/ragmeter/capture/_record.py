@@ -316,9 +316,7 @@ class RunRecord:
 
     def _scored(
         self, stages: Sequence[StageRecord], errors: list[str]
-    ) -> tuple[
-        list[dict[str, Any]] | None, list[StageRecord], StageRecord | None, dict[int, str]
-    ]:
+    ) -> tuple[list[dict[str, Any]] | None, list[StageRecord], StageRecord | None, dict[int, str]]:
         """The sample's stages, the stage(s) whose ranking ``retrieved_ids`` holds, the
         context, and each stage's name (by ``id()`` of its record)."""
         config = self.config
