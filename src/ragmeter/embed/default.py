@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragmeter.embed.protocol import Vector
 from ragmeter.errors import (
     InvalidInputError,
@@ -58,6 +60,8 @@ _PAD_CELLS = 1 << 16
 """Most (texts x longest text) token cells per wordllama call; it pads a batch to its longest
 text, so one long context among short ones would otherwise cost batch x longest memory."""
 _MAX_BATCH = 64
+_SLICE_TOKENS = 1 << 13
+"""A text too long for the padding budget is summed this many token vectors at a time."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +101,9 @@ class WordLlamaEmbedder:
                 )
         out: list[Vector] = [[] for _ in texts]
         for chunk in _chunks([len(text.encode()) for text in texts]):
+            if len(chunk) == 1 and len(texts[chunk[0]].encode()) >= _PAD_CELLS:
+                out[chunk[0]] = _embed_long(self._inference, texts[chunk[0]])
+                continue
             batch = [texts[i] for i in chunk]
             matrix = self._inference.embed(batch, norm=False, batch_size=len(batch))
             for i, row in zip(chunk, matrix.tolist(), strict=True):
@@ -105,6 +112,23 @@ class WordLlamaEmbedder:
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (default_embedder, (self.model,))
+
+
+def _embed_long(inference: Any, text: str) -> Vector:
+    """wordllama's vector for one long text, its token vectors summed a slice at a time.
+
+    Memory stays at one slice (wordllama's ``embed`` would hold all of the text's token
+    vectors, twice); the sum runs row after row from the first token, in the order wordllama's
+    own sum takes, so the vector is the same.
+    """
+    matrix = inference.embedding
+    ids = np.asarray(inference.tokenize([text])[0].ids, dtype=np.int64)
+    np.clip(ids, 0, matrix.shape[0] - 1, out=ids)
+    total = np.zeros((1, matrix.shape[1]), dtype=np.float32)
+    for start in range(0, len(ids), _SLICE_TOKENS):
+        rows = np.concatenate([total, matrix[ids[start : start + _SLICE_TOKENS]]])
+        total = rows.sum(axis=0, keepdims=True, dtype=np.float32)
+    return [float(x) for x in (total[0] / np.float32(max(len(ids), 1))).tolist()]
 
 
 def _chunks(sizes: Sequence[int]) -> list[list[int]]:
