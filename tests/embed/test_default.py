@@ -29,6 +29,7 @@ from ragmeter.embed.default import DEFAULT_MODEL, MODELS, default_embedder
 from ragmeter.errors import InvalidInputError, InvalidTypeError, MissingDependencyError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "semantic_default.md"
 
 TEXTS = [
     "The capital of France is Paris",
@@ -231,3 +232,11 @@ def test_batches_respect_the_padding_budget(sizes: list[int]) -> None:
         assert len(group) <= default_module._MAX_BATCH
         longest = max(sizes[i] for i in group)
         assert len(group) == 1 or len(group) * (longest + 1) <= default_module._PAD_CELLS
+
+
+def test_the_doc_example_prints_what_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = DOC.read_text(encoding="utf-8").split("```")
+    (code,) = [b.removeprefix("python\n") for b in blocks if b.startswith("python\n")]
+    shown = blocks[blocks.index(f"python\n{code}") + 2]
+    exec(compile(code, str(DOC), "exec"), {})
+    assert capsys.readouterr().out == shown.strip("\n") + "\n"
