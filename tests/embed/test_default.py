@@ -143,6 +143,17 @@ def test_vectors_are_plain_floats_not_normalised_and_empty_is_zero() -> None:
     assert vectors[3] == [0.0] * 256
 
 
+def test_concurrent_calls_from_threads_give_the_same_vectors() -> None:
+    """The metrics run several batches at once, each in a worker thread, on one embedder."""
+    e = default_embedder()
+    batches = [[f"{text} {i}" for text in TEXTS] for i in range(8)]
+
+    async def all_at_once() -> list[list[list[float]]]:
+        return list(await asyncio.gather(*(e.embed(batch) for batch in batches)))
+
+    assert asyncio.run(all_at_once()) == [e.embed_sync(batch) for batch in batches]
+
+
 def test_similar_sentences_are_closer_than_unrelated_ones() -> None:
     a, b, c, d = default_embedder().embed_sync(
         [

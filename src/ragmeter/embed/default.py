@@ -100,8 +100,9 @@ class WordLlamaEmbedder:
                     f"{self.model} embeds strings; text {i} is {type(text).__name__}"
                 )
         out: list[Vector] = [[] for _ in texts]
-        for chunk in _chunks([len(text.encode()) for text in texts]):
-            if len(chunk) == 1 and len(texts[chunk[0]].encode()) >= _PAD_CELLS:
+        sizes = [len(text.encode()) for text in texts]
+        for chunk in _chunks(sizes):
+            if len(chunk) == 1 and sizes[chunk[0]] >= _PAD_CELLS:
                 out[chunk[0]] = _embed_long(self._inference, texts[chunk[0]])
                 continue
             batch = [texts[i] for i in chunk]
