@@ -213,6 +213,8 @@ def test_bad_arguments_are_named() -> None:
         default_embedder(256)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="text 1 is bytes"):
         default_embedder().embed_sync(["fine", b"raw"])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputError, match=r"text 2 is not valid Unicode.*character 1"):
+        default_embedder().embed_sync(["fine", "ok", "a\ud800b"])
 
 
 def test_pickles_by_name_and_loads_in_another_process() -> None:

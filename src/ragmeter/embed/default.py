@@ -94,13 +94,8 @@ class WordLlamaEmbedder:
         >>> [len(v) for v in vectors], vectors[1][:2]
         ([256, 256], [0.0, 0.0])
         """
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InvalidTypeError(
-                    f"{self.model} embeds strings; text {i} is {type(text).__name__}"
-                )
+        sizes = [_utf8_size(i, text, self.model) for i, text in enumerate(texts)]
         out: list[Vector] = [[] for _ in texts]
-        sizes = [len(text.encode()) for text in texts]
         for chunk in _chunks(sizes):
             if len(chunk) == 1 and sizes[chunk[0]] >= _PAD_CELLS:
                 out[chunk[0]] = _embed_long(self._inference, texts[chunk[0]])
@@ -113,6 +108,19 @@ class WordLlamaEmbedder:
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (default_embedder, (self.model,))
+
+
+def _utf8_size(i: int, text: object, model: str) -> int:
+    """The UTF-8 length of text ``i``, or an error naming it when it is no text to embed."""
+    if not isinstance(text, str):
+        raise InvalidTypeError(f"{model} embeds strings; text {i} is {type(text).__name__}")
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"text {i} is not valid Unicode: {exc.reason} at character {exc.start} "
+            f"({text[exc.start : exc.start + 1]!r}); the tokenizer cannot read it"
+        ) from None
 
 
 def _embed_long(inference: Any, text: str) -> Vector:
