@@ -9,6 +9,15 @@ import typer
 
 from ragmeter.cli import _progress
 from ragmeter.cli._app import CliError, _print_table, _stderr, app
+from ragmeter.cli._embed import (
+    EmbedBatchOpt,
+    EmbedCacheOpt,
+    EmbedConcurrencyOpt,
+    EmbedderOpt,
+    NoEmbedCacheOpt,
+    embedding_arguments,
+    print_embed_summary,
+)
 from ragmeter.cli._judges import (
     _JUDGE_PANEL,
     _judge_cache_path,
@@ -193,6 +202,11 @@ def eval_command(
     dry_run: _DryRunOpt = False,
     per_sample_out: _PerSampleOutOpt = None,
     keep_per_sample: _KeepPerSampleOpt = False,
+    embedder: EmbedderOpt = None,
+    embed_cache: EmbedCacheOpt = None,
+    no_embed_cache: NoEmbedCacheOpt = False,
+    embed_batch_size: EmbedBatchOpt = None,
+    embed_concurrency: EmbedConcurrencyOpt = None,
 ) -> None:
     """Score RAG samples from a JSONL or Parquet file (rag-eval's `eval`, ragmeter's metrics).
 
@@ -220,6 +234,9 @@ def eval_command(
             "--dry-run": dry_run,
         },
     )
+    asked, embedding = embedding_arguments(
+        names, embedder, embed_cache, no_embed_cache, embed_batch_size, embed_concurrency
+    )
     source = _Source(data, skip_errors, as_json)
     judge_keys: list[str] = []
     cache_path: Path | None = None
@@ -233,16 +250,17 @@ def eval_command(
             cache_path,
             repeats=repeats or 1,
             dry_run=dry_run,
-            names=names,
+            names=asked,
             k=k,
             prices=prices,
             per_sample_out=per_sample_out,
+            embedding=embedding,
         )
         if judged is None:  # --dry-run: the estimate was printed
             return
         report, judge_keys = judged
     else:
-        report = _plain_report(source, names, k, prices, per_sample_out, keep_per_sample)
+        report = _plain_report(source, asked, k, prices, per_sample_out, keep_per_sample, embedding)
     _print_eval(report, source, judge_keys, cache_path)
 
 
@@ -333,10 +351,11 @@ def _judged_report(
     *,
     repeats: int,
     dry_run: bool,
-    names: list[str],
+    names: list[Any],
     k: int,
     prices: dict[str, float] | None,
     per_sample_out: Path | None,
+    embedding: dict[str, Any],
 ) -> tuple[RagEvalReport, list[str]] | None:
     """Score with the user's judge (``None`` after printing a ``--dry-run`` estimate)."""
     from ragmeter.evaluation.judged import evaluate_with_judges
@@ -382,6 +401,7 @@ def _judged_report(
                 progress=progress,
                 k_values=k,
                 prices=prices,
+                **embedding,
             )
     finally:
         if cache is not None:
@@ -394,11 +414,12 @@ def _judged_report(
 
 def _plain_report(
     source: _Source,
-    names: list[str],
+    names: list[Any],
     k: int,
     prices: dict[str, float] | None,
     per_sample_out: Path | None,
     keep_per_sample: bool,
+    embedding: dict[str, Any],
 ) -> RagEvalReport:
     """Score without a judge, streaming the samples."""
     from ragmeter.evaluation.rag import evaluate_rag
@@ -406,7 +427,12 @@ def _plain_report(
     keep: Any = per_sample_out if per_sample_out is not None else keep_per_sample
     try:
         return evaluate_rag(
-            source.samples, metrics=names or None, k_values=k, prices=prices, per_sample=keep
+            source.samples,
+            metrics=names or None,
+            k_values=k,
+            prices=prices,
+            per_sample=keep,
+            **embedding,
         )
     except NoSamplesError:
         skipped = source.reader.skipped
@@ -432,6 +458,7 @@ def _print_eval(
     _print_table(rag_table(report), heading)
     if judge_keys:
         _print_judge_summary(report, judge_keys, cache_path)
+    print_embed_summary(report)
     err = _stderr()
     unit = "row" if source.parquet else "line"
     for line, message in skipped[:20]:
