@@ -7,6 +7,8 @@ Conventions (every embedding metric uses these, and only these):
   LlamaIndex divides the dot product by the norms, Haystack's bi-encoder calls
   ``sentence_transformers.util.cos_sim``: the same number up to rounding). The result is
   clipped to ``[-1, 1]`` (rounding can put it a hair outside); it may be negative.
+* vectors are scaled by their largest component first (the cosine does not change), so
+  tiny or huge components neither underflow nor overflow.
 * **a zero vector** has no direction: its cosine with anything is defined as ``0.0`` here
   (Ragas and LlamaIndex divide by zero and get NaN; ``cos_sim`` gets 0 too); the metric
   counts it as a note on the report.
@@ -80,14 +82,25 @@ def is_zero(vector: Sequence[float] | Matrix) -> bool:
     return not any(vector)
 
 
+def _scaled(vectors: Matrix) -> Matrix:
+    """Each vector (each row of a matrix) divided by its largest absolute component: the
+    same direction, and squares that neither underflow (1e-200) nor overflow (1e200)."""
+    import numpy as np
+
+    peak = np.abs(vectors).max(axis=-1, keepdims=True)
+    return np.divide(vectors, peak, out=np.zeros_like(vectors), where=peak > 0)
+
+
 def cosine(a: Sequence[float] | Matrix, b: Sequence[float] | Matrix) -> float:
     """Cosine similarity of two vectors of one length, clipped to ``[-1, 1]``; ``0.0``
     when either is a zero vector (see the module docstring)."""
     import numpy as np
 
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
-    norms = float(np.linalg.norm(x)) * float(np.linalg.norm(y))
+    x = _scaled(np.asarray(a, dtype=np.float64))
+    y = _scaled(np.asarray(b, dtype=np.float64))
+    # sqrt(|x|^2 |y|^2) rather than |x| |y|: a vector's cosine with itself is then exactly
+    # 1.0 (the square root of a rounded square is the number again)
+    norms = math.sqrt(float(np.dot(x, x)) * float(np.dot(y, y)))
     if norms == 0.0:
         return 0.0
     value = float(np.dot(x, y)) / norms
@@ -111,7 +124,10 @@ def best_matches(rows: Matrix, columns: Matrix) -> list[float]:
 
     if rows.shape[0] == 0 or columns.shape[0] == 0:
         return [0.0] * rows.shape[0]
-    norms = np.outer(np.linalg.norm(rows, axis=1), np.linalg.norm(columns, axis=1))
+    rows, columns = _scaled(rows), _scaled(columns)
+    norms = np.sqrt(
+        np.outer(np.einsum("ij,ij->i", rows, rows), np.einsum("ij,ij->i", columns, columns))
+    )
     products = rows @ columns.T
     sims = np.divide(products, norms, out=np.zeros_like(products), where=norms > 0)
     return [float(x) for x in np.clip(sims, -1.0, 1.0).max(axis=1)]
