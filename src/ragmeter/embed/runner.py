@@ -24,10 +24,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from ragmeter.embed.cache import EmbedCache, embed_key
 from ragmeter.embed.metrics import EmbedMetric, load_default_embedder
@@ -35,6 +34,7 @@ from ragmeter.embed.protocol import Embedder, Vector
 from ragmeter.embed.similarity import finite
 from ragmeter.errors import EmbedderOutputError, InvalidInputError
 from ragmeter.judge import is_transient
+from ragmeter.judge.runner import gather_or_cancel, run_sync
 from ragmeter.schema import RagSample
 
 __all__ = [
@@ -45,8 +45,6 @@ __all__ = [
     "estimate_embeddings",
     "run_embeddings",
 ]
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -346,14 +344,7 @@ async def arun_embeddings(
             tasks.append(asyncio.ensure_future(batches.one(model, chunk)))
     if progress:
         progress(batches.done, total)
-    try:
-        if tasks:
-            await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    await gather_or_cancel(tasks)
     _score(jobs, run)
     return run
 
@@ -388,32 +379,8 @@ def _score(jobs: _Plan, run: EmbedRun) -> None:
             run.details.setdefault(sample.id, {})[metric.name] = detail
 
 
-def _run_sync(make: Callable[[], Coroutine[Any, Any, _T]], name: str) -> _T:
-    """Run the coroutine ``make()`` returns to completion, from sync code; inside a running
-    event loop (a notebook), in a thread of its own."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["out"] = asyncio.run(make())
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=name)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    result: _T = box["out"]
-    return result
-
-
 def run_embeddings(
     samples: Sequence[RagSample], metrics: Sequence[EmbedMetric], **kwargs: Any
 ) -> EmbedRun:
     """Synchronous :func:`arun_embeddings`; works inside a running event loop too."""
-    return _run_sync(lambda: arun_embeddings(samples, metrics, **kwargs), "ragmeter-embeddings")
+    return run_sync(lambda: arun_embeddings(samples, metrics, **kwargs), "ragmeter-embeddings")

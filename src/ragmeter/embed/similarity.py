@@ -88,7 +88,8 @@ def _scaled(vectors: Matrix) -> Matrix:
     import numpy as np
 
     peak = np.abs(vectors).max(axis=-1, keepdims=True)
-    return np.divide(vectors, peak, out=np.zeros_like(vectors), where=peak > 0)
+    scaled: Matrix = np.divide(vectors, peak, out=np.zeros_like(vectors), where=peak > 0)
+    return scaled
 
 
 def cosine(a: Sequence[float] | Matrix, b: Sequence[float] | Matrix) -> float:

@@ -20,7 +20,6 @@ scored with each note: an empty answer, a zero vector).
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -30,9 +29,10 @@ from ragmeter.embed.cache import EmbedCache
 from ragmeter.embed.metrics import EMBED_METRICS, EmbedMetric
 from ragmeter.embed.runner import EmbedOptions, EmbedRun, run_embeddings
 from ragmeter.errors import InvalidInputError, NoSamplesError
+from ragmeter.evaluation._model_runs import add_metric, base_report
 from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport
-from ragmeter.schema import RagSample, SampleLike, coerce_sample, sample_keys
+from ragmeter.schema import RagSample, SampleLike, coerce_sample
 
 __all__ = ["DEFAULT_CACHE", "evaluate_with_embeddings", "open_embed_cache", "split_embedded"]
 
@@ -97,18 +97,11 @@ def evaluate_with_embeddings(
     runner; an empty ``other_metrics`` means embedding metrics only. ``kwargs`` go to
     ``evaluate`` (``k_values``, ``prices``, the judge options...)."""
     coerced = _embeddable(samples, embed_metrics)
-    if other_metrics:
-        report = evaluate(coerced, metrics=list(other_metrics), progress=progress, **kwargs)
-    else:
-        report = RagEvalReport(metrics={}, coverage={}, n_samples=len(coerced))
-        report.per_sample = {sid: {} for sid in sample_keys([s.id for s in coerced])}
-        report.skipped_lines = int(kwargs.get("skipped_lines", 0) or 0)
+    report, ids, renamed = base_report(
+        coerced, other_metrics, evaluate, {"progress": progress, **kwargs}
+    )
+    if not other_metrics:
         report.warnings.extend(str(w) for w in kwargs.get("warnings") or ())
-    ids = sample_keys([s.id for s in coerced])
-    renamed = [
-        s if s.id == sid else s.model_copy(update={"id": sid})
-        for s, sid in zip(coerced, ids, strict=True)
-    ]
     cache = open_embed_cache(embed_cache)
     try:
         run = run_embeddings(
@@ -153,12 +146,9 @@ def _add_scores(report: RagEvalReport, run: EmbedRun, metric: EmbedMetric, ids: 
     """Put one metric's per-sample scores, notes, reasons and details, and its mean, in
     the report (or say why it has none)."""
     key = metric.name
-    values: list[float] = []
+    rows: list[tuple[str, float | None, dict[str, Any]]] = []
     for sid in ids:
         value = run.scores.get(sid, {}).get(key)
-        report.per_sample.setdefault(sid, {})[key] = value
-        if value is not None:
-            values.append(value)
         info: dict[str, Any] = dict(run.details.get(sid, {}).get(key) or {})
         reason = run.reasons.get(sid, {}).get(key)
         if reason and value is None:
@@ -166,16 +156,9 @@ def _add_scores(report: RagEvalReport, run: EmbedRun, metric: EmbedMetric, ids: 
         notes = run.notes.get(sid, {}).get(key)
         if notes:
             info["notes"] = list(notes)
-        if info:
-            report.details.setdefault(sid, {})[key] = info
-    if values:
-        report.metrics[key] = math.fsum(values) / len(values)
-        report.coverage[key] = len(values)
-        report.higher_is_better[key] = metric.higher_is_better
-    else:
-        why = "the embedding model scored no sample (each sample's reason is in details)"
-        report.extra.setdefault("not_computed", {})[key] = why
-        report.warnings.append(f"{key}: {why}")
+        rows.append((sid, value, info))
+    why = "the embedding model scored no sample (each sample's reason is in details)"
+    add_metric(report, key, metric.higher_is_better, rows, why)
 
 
 def _add_run(report: RagEvalReport, run: EmbedRun, cache: EmbedCache | None) -> None:

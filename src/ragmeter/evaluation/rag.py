@@ -189,45 +189,34 @@ def evaluate_rag(
     ks = _cut_offs(k_values, k, caller="evaluate_rag", stacklevel=2)
     keep, path = _per_sample_mode(per_sample, samples)
     embeds, metrics = split_embedded(metrics)
-    if embeds:
-        from ragmeter.evaluation.embedded import evaluate_with_embeddings
+    judges, metrics = ([], metrics) if embeds else _split_judges(metrics)
+    if embeds or judges:
+        # model-scored metrics: the embedding run hands the judges on to evaluate_rag
+        shared: dict[str, Any] = {
+            "other_metrics": metrics if isinstance(metrics, list) else [],
+            "evaluate": evaluate_rag,
+            "judge_cache": judge_cache,
+            "judge_options": judge_options,
+            "progress": progress,
+            "k_values": ks,
+            "prices": prices,
+            "skipped_lines": skipped_lines,
+            "warnings": warnings,
+        }
+        if embeds:
+            from ragmeter.evaluation.embedded import evaluate_with_embeddings
 
-        report = evaluate_with_embeddings(
-            samples,
-            embed_metrics=embeds,
-            other_metrics=metrics if isinstance(metrics, list) else [],
-            evaluate=evaluate_rag,
-            embed_cache=embed_cache,
-            embed_options=embed_options,
-            progress=progress,
-            judge_cache=judge_cache,
-            judge_options=judge_options,
-            k_values=ks,
-            prices=prices,
-            skipped_lines=skipped_lines,
-            warnings=warnings,
-        )
-        if path is not None:
-            write_scores(report, path)
-            report.extra["per_sample_file"] = str(path)
-        return report
-    judges, metrics = _split_judges(metrics)
-    if judges:
-        from ragmeter.evaluation.judged import evaluate_with_judges
+            report = evaluate_with_embeddings(
+                samples,
+                embed_metrics=embeds,
+                embed_cache=embed_cache,
+                embed_options=embed_options,
+                **shared,
+            )
+        else:
+            from ragmeter.evaluation.judged import evaluate_with_judges
 
-        report = evaluate_with_judges(
-            samples,
-            judge_metrics=judges,
-            other_metrics=list(metrics) if isinstance(metrics, list) else [],
-            evaluate=evaluate_rag,
-            judge_cache=judge_cache,
-            judge_options=judge_options,
-            progress=progress,
-            k_values=ks,
-            prices=prices,
-            skipped_lines=skipped_lines,
-            warnings=warnings,
-        )
+            report = evaluate_with_judges(samples, judge_metrics=judges, **shared)
         if path is not None:
             write_scores(report, path)
             report.extra["per_sample_file"] = str(path)
