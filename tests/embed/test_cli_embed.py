@@ -191,3 +191,45 @@ def test_without_the_extra_the_default_embedder_names_the_install(
     result = run(work, "-m", "semantic_similarity", "--no-embed-cache")
     assert result.exit_code == 1
     assert "pip install 'ragmeter[semantic]'" in result.output
+
+
+def test_dry_run_counts_the_texts_to_embed_and_embeds_nothing(work: Path) -> None:
+    spec = f"{work / 'emb.py'}:make"
+    cache = work / "new.sqlite"
+    args = ["-m", "semantic_similarity", "--embedder", spec, "--embed-cache", str(cache)]
+    before = run(work, *args, "--dry-run", "--json")
+    assert before.exit_code == 0, before.output
+    data = json.loads(before.stdout)["embeddings"]
+    assert (data["texts"], data["distinct"], data["cached"], data["calls"]) == (3, 3, 0, 1)
+    assert calls(work) == 0 and not cache.exists()
+    assert run(work, *args).exit_code == 0
+    after = run(work, *args, "--dry-run")
+    assert after.exit_code == 0, after.output
+    assert "already cached:         3" in after.output
+    assert "texts to embed:         0 in 0 model calls" in after.output
+    assert calls(work) == 1
+
+
+def test_dry_run_with_a_judge_reports_both_estimates(work: Path) -> None:
+    (work / "judges.py").write_text(
+        "from ragmeter.judge import FunctionJudge\n"
+        "def make():\n"
+        "    return FunctionJudge(lambda m: '{\"score\": 1}', model='one')\n"
+    )
+    result = run(
+        work,
+        "-m",
+        "semantic_similarity",
+        "--embedder",
+        f"{work / 'emb.py'}:make",
+        "--judge",
+        f"{work / 'judges.py'}:make",
+        "--dry-run",
+        "--json",
+        "--no-embed-cache",
+        "--no-judge-cache",
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["calls"] >= 1 and data["embeddings"]["to_embed"] == 3
+    assert calls(work) == 0

@@ -171,7 +171,8 @@ def check_embed_options(names: Sequence[Any], given: dict[str, bool]) -> None:
 def embed_cache_arg(path: Path | None, disabled: bool) -> Path | str | None:
     """The ``embed_cache=`` for ``evaluate_rag``: ``None`` (``--no-embed-cache``),
     ``"default"``, or the file (a directory means ``embed-cache.sqlite`` in it), checked
-    now: a file that is not an embedding cache is bad data (exit 1, one line naming it)."""
+    now when it exists: a file that is not an embedding cache is bad data (exit 1, one line
+    naming it)."""
     from ragmeter.embed import EmbedCache
     from ragmeter.errors import EmbedCacheError
 
@@ -182,6 +183,8 @@ def embed_cache_arg(path: Path | None, disabled: bool) -> Path | str | None:
     if path is None:
         return "default"
     target = path / "embed-cache.sqlite" if path.is_dir() else path
+    if not target.exists():
+        return target  # made when the first vector is stored (never by --dry-run)
     try:
         cache = EmbedCache(target)
         try:
@@ -230,6 +233,69 @@ def embed_options(batch_size: int | None, concurrency: int | None) -> Any:
 
     given = {"batch_size": batch_size, "concurrency": concurrency}
     return EmbedOptions(**{k: v for k, v in given.items() if v is not None})
+
+
+def embed_estimate(
+    samples: Sequence[Any], metrics: Sequence[Any], embedding: dict[str, Any]
+) -> dict[str, Any] | None:
+    """What ``--dry-run`` says of the embedding metrics in ``metrics`` (``None`` when there
+    are none): texts to embed, already cached, model calls. Nothing is embedded; the cache
+    file is not created."""
+    from ragmeter.embed import EmbedCache, estimate_embeddings
+    from ragmeter.evaluation.embedded import split_embedded
+    from ragmeter.schema import coerce_sample
+
+    embeds, _ = split_embedded(list(metrics))
+    if not embeds:
+        return None
+    target = embedding["embed_cache"]
+    if target == "default":
+        from ragmeter.embed import default_embed_cache_path
+
+        target = default_embed_cache_path()
+    cache = EmbedCache(target) if target is not None and Path(target).exists() else None
+    try:
+        coerced = [coerce_sample(s, index=i) for i, s in enumerate(samples)]
+        estimate = estimate_embeddings(
+            coerced, embeds, cache=cache, options=embedding["embed_options"]
+        )
+    finally:
+        if cache is not None:
+            cache.close()
+    return {
+        "texts": estimate.texts,
+        "distinct": estimate.distinct,
+        "cached": estimate.cached,
+        "to_embed": estimate.to_embed,
+        "calls": estimate.calls,
+        "metrics": estimate.metrics,
+        "models": estimate.models,
+        "cache": None if target is None else str(target),
+    }
+
+
+def print_embed_estimate(data: dict[str, Any], *, samples: int, as_json: bool) -> None:
+    """Print :func:`embed_estimate`'s counts (one JSON object with ``--json``)."""
+    import json
+
+    if as_json:
+        typer.echo(json.dumps({"dry_run": True, "samples": samples, "embeddings": data}, indent=2))
+        return
+    out = Console(highlight=False, soft_wrap=True)
+    models = ", ".join(_model_label(m) for m in data["models"])
+    out.print(
+        f"Dry run: {samples} samples, embedding metrics {', '.join(data['metrics'])} ({models})",
+        style="bold",
+        markup=False,
+    )
+    cache_note = "no cache" if data["cache"] is None else f"cache {data['cache']}"
+    for line in (
+        f"texts the metrics need: {data['texts']} ({data['distinct']} distinct)",
+        f"already cached:         {data['cached']} ({cache_note})",
+        f"texts to embed:         {data['to_embed']} in {data['calls']} model calls",
+        "nothing was embedded",
+    ):
+        out.print(line, markup=False)
 
 
 def print_embed_summary(report: RagEvalReport) -> None:

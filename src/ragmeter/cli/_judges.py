@@ -291,7 +291,13 @@ def _judge_options(
     return JudgeOptions(**{k: v for k, v in given.items() if v is not None})
 
 
-def _print_estimate(estimate: Any, cache_path: Path | None, *, as_json: bool) -> None:
+def _print_estimate(
+    estimate: Any,
+    cache_path: Path | None,
+    *,
+    as_json: bool,
+    embeddings: dict[str, Any] | None = None,
+) -> None:
     import json
 
     if as_json:
@@ -304,6 +310,8 @@ def _print_estimate(estimate: Any, cache_path: Path | None, *, as_json: bool) ->
             "metrics": list(estimate.metrics),
             "cache": None if cache_path is None else str(cache_path),
         }
+        if embeddings is not None:  # the embedding metrics' estimate (ragmeter.cli._embed)
+            data["embeddings"] = embeddings
         typer.echo(json.dumps(data, indent=2))
         return
     out = Console(highlight=False, soft_wrap=True)

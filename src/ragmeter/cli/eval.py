@@ -15,7 +15,9 @@ from ragmeter.cli._embed import (
     EmbedConcurrencyOpt,
     EmbedderOpt,
     NoEmbedCacheOpt,
+    embed_estimate,
     embedding_arguments,
+    print_embed_estimate,
     print_embed_summary,
 )
 from ragmeter.cli._judges import (
@@ -171,7 +173,8 @@ _DryRunOpt = Annotated[
     bool,
     typer.Option(
         "--dry-run",
-        help="Print how many judge calls and input tokens the run would need; send nothing.",
+        help="Print how many judge calls and input tokens (and texts to embed) the run would "
+        "need; call no model.",
         rich_help_panel=_JUDGE_PANEL,
     ),
 ]
@@ -231,13 +234,19 @@ def eval_command(
             "--max-calls": max_calls is not None,
             "--max-tokens": max_tokens is not None,
             "--repeats": repeats is not None,
-            "--dry-run": dry_run,
+            "--dry-run": dry_run and not _names_embedding(metrics),
         },
     )
     asked, embedding = embedding_arguments(
         names, embedder, embed_cache, no_embed_cache, embed_batch_size, embed_concurrency
     )
     source = _Source(data, skip_errors, as_json)
+    if dry_run and judge is None:
+        loaded = _loaded(source)
+        estimate = embed_estimate(loaded, asked, embedding)
+        assert estimate is not None  # --dry-run without --judge needs embedding metrics
+        print_embed_estimate(estimate, samples=len(loaded), as_json=as_json)
+        return
     judge_keys: list[str] = []
     cache_path: Path | None = None
     if judge is not None:
@@ -262,6 +271,24 @@ def eval_command(
     else:
         report = _plain_report(source, asked, k, prices, per_sample_out, keep_per_sample, embedding)
     _print_eval(report, source, judge_keys, cache_path)
+
+
+def _names_embedding(metrics: list[str] | None) -> bool:
+    """Whether ``--metrics`` names an embedding metric."""
+    from ragmeter.embed import EMBED_METRICS
+
+    return any(name in EMBED_METRICS for name in _split_list(metrics))
+
+
+def _loaded(source: _Source) -> list[Any]:
+    """Every sample of ``source`` in memory (model-scored metrics need them twice)."""
+    try:
+        loaded = list(source.samples)
+    finally:
+        source.samples.close()
+    if not loaded:
+        raise source.empty()
+    return loaded
 
 
 def _checked_options(
@@ -364,12 +391,7 @@ def _judged_report(
 
     judge_names = _judge_metric_names(judge_metrics)
     the_judge = _make_judge(judge)
-    try:
-        loaded = list(source.samples)  # judge mode needs them twice: to choose, then to score
-    finally:
-        source.samples.close()
-    if not loaded:
-        raise source.empty()
+    loaded = _loaded(source)  # judge mode needs them twice: to choose, then to score
     judged, notes = _judge_metrics(the_judge, judge_names, repeats, loaded)
     if dry_run:
         from ragmeter.judge.runner import estimate_judges
@@ -382,7 +404,10 @@ def _judged_report(
         finally:
             if cache is not None:
                 cache.close()
-        _print_estimate(estimate, cache_path, as_json=source.as_json)
+        embeddings = embed_estimate(loaded, names, embedding)
+        _print_estimate(estimate, cache_path, as_json=source.as_json, embeddings=embeddings)
+        if embeddings is not None and not source.as_json:
+            print_embed_estimate(embeddings, samples=len(loaded), as_json=False)
         return None
     err = _stderr()
     for note in notes:
