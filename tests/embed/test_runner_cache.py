@@ -16,6 +16,7 @@ import pytest
 from ragmeter.embed import (
     EmbedCache,
     EmbedOptions,
+    FunctionEmbedder,
     SemanticContextPrecision,
     SemanticContextRecall,
     SemanticSimilarity,
@@ -287,3 +288,35 @@ def test_runs_inside_a_running_event_loop(embedder: Any) -> None:
 
     report = asyncio.run(inside())
     assert report.coverage["semantic_similarity"] == 2
+
+
+def test_progress_counts_distinct_texts_up_to_the_total(embedder: Any, tmp_path: Path) -> None:
+    seen: list[tuple[int, int]] = []
+    path = tmp_path / "embed.sqlite"
+    evaluate_rag(SAMPLES[:5], metrics=[SemanticSimilarity(embedder)], embed_cache=path)
+    evaluate_rag(
+        SAMPLES,
+        metrics=[SemanticSimilarity(embedder)],
+        embed_cache=path,
+        embed_options=EmbedOptions(batch_size=3),
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    total = len(set(needed_for([SemanticSimilarity(embedder)])))
+    assert seen[0][0] > 0  # the cached texts count as done at once
+    assert seen[-1] == (total, total)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def needed_for(chosen: list[Any]) -> list[str]:
+    return [t for s in SAMPLES for m in chosen for t in m.texts(RagSample.model_validate(s))]
+
+
+def test_one_metric_twice_with_two_embedders_is_refused(embedder: Any) -> None:
+    other = FunctionEmbedder(lambda ts: [[1.0, 0.0] for _ in ts], model="other")
+    with pytest.raises(InvalidInputError, match="semantic_similarity is asked for twice"):
+        evaluate_rag(
+            SAMPLES,
+            metrics=[SemanticSimilarity(embedder), SemanticSimilarity(other)],
+            embed_cache=None,
+        )
+    assert embedder.calls == 0
