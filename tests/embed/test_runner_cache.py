@@ -24,7 +24,7 @@ from ragmeter.embed import (
     estimate_embeddings,
     run_embeddings,
 )
-from ragmeter.errors import EmbedCacheError, InvalidInputError, JudgeCacheError
+from ragmeter.errors import EmbedCacheError, EmbedderOutputError, InvalidInputError, JudgeCacheError
 from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.judge import TransientJudgeError
 from ragmeter.schema import RagSample
@@ -320,3 +320,35 @@ def test_one_metric_twice_with_two_embedders_is_refused(embedder: Any) -> None:
             embed_cache=None,
         )
     assert embedder.calls == 0
+
+
+def test_a_numpy_matrix_is_one_vector_a_row_and_anything_else_is_named(vec: Any) -> None:
+    import numpy as np
+
+    class Matrix:
+        @property
+        def identity(self) -> dict[str, str]:
+            return {"model": "matrix"}
+
+        async def embed(self, texts: Any) -> Any:
+            return np.asarray([vec(t) for t in texts])
+
+    class Number(Matrix):
+        @property
+        def identity(self) -> dict[str, str]:
+            return {"model": "number"}
+
+        async def embed(self, texts: Any) -> Any:
+            return 3
+
+    lists = evaluate_rag(
+        SAMPLES[:3],
+        metrics=[
+            SemanticSimilarity(FunctionEmbedder(lambda ts: [vec(t) for t in ts], model="lists"))
+        ],
+        embed_cache=None,
+    )
+    matrix = evaluate_rag(SAMPLES[:3], metrics=[SemanticSimilarity(Matrix())], embed_cache=None)
+    assert matrix.per_sample == lists.per_sample
+    with pytest.raises(EmbedderOutputError, match="'number' returned no list of vectors"):
+        evaluate_rag(SAMPLES[:3], metrics=[SemanticSimilarity(Number())], embed_cache=None)

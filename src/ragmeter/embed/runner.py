@@ -297,14 +297,19 @@ class _Batches:
                 why = f"embedding model {model.name!r} {kind} after {attempt + 1} attempt(s)"
                 model.failed.update(dict.fromkeys(texts, why))
                 return None
-            if not isinstance(out, Sequence) or len(out) != len(texts):
-                got = len(out) if isinstance(out, Sequence) else type(out).__name__
+            rows: list[Any] | None
+            try:
+                rows = list(out)  # a list, or e.g. a numpy matrix: one row a text
+            except TypeError:
+                rows = None
+            if rows is None or len(rows) != len(texts):
+                got = len(rows) if rows is not None else "no list of"
                 raise EmbedderOutputError(
                     f"embedding model {model.name!r} returned {got} vectors for a batch of "
                     f"{len(texts)} texts (the first needed by sample {model.owner[texts[0]]!r}); "
                     "an embedder must return one vector per text, in order"
                 )
-            return list(out)
+            return rows
         return None  # pragma: no cover - the loop always returns
 
     def _keep(self, model: _Model, texts: list[str], vectors: list[Vector]) -> None:
