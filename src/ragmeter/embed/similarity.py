@@ -149,5 +149,11 @@ def sentences(text: str) -> list[str]:
 
 
 def finite(vector: Sequence[float]) -> bool:
-    """True when every component is a finite number."""
-    return all(math.isfinite(x) for x in vector)
+    """True when every component is a finite number.
+
+    >>> finite([1.0, -2.0]), finite([1.0, float("nan")]), finite([1e308, 1e308])
+    (True, False, True)
+    """
+    # a finite sum means finite parts (a NaN or infinity propagates); a sum that overflowed
+    # is checked part by part
+    return math.isfinite(sum(vector)) or all(math.isfinite(x) for x in vector)
