@@ -42,17 +42,17 @@ _ADAPTERS: dict[str, tuple[str, str, str]] = {
 _SPEC_HELP = "MODULE:FACTORY, e.g. mypkg.judges:make_judge or path/to/judges.py:make_judge"
 
 
-def _spec_error(spec: str, message: str) -> CliError:
-    return CliError(f"--judge {spec}: {message}")
+def _spec_error(spec: str, message: str, option: str = "--judge") -> CliError:
+    return CliError(f"{option} {spec}: {message}")
 
 
-def _load_module(spec: str, target: str) -> ModuleType:
+def _load_module(spec: str, target: str, option: str = "--judge") -> ModuleType:
     """Import ``target``: a file path (``*.py`` or containing a slash) or a dotted module
     name, importable from the current directory as well as ``sys.path``."""
     if target.endswith(".py") or "/" in target or os.sep in target:
         path = Path(target)
         if not path.is_file():
-            raise _spec_error(spec, f"file not found: {path}")
+            raise _spec_error(spec, f"file not found: {path}", option)
         parent = str(path.resolve().parent)
         if parent not in sys.path:
             sys.path.insert(0, parent)  # like `python path/to/file.py`: siblings import
@@ -61,7 +61,7 @@ def _load_module(spec: str, target: str) -> ModuleType:
             name = f"_ragmeter_judge_{abs(hash(str(path.resolve())))}"
         loader_spec = importlib.util.spec_from_file_location(name, path)
         if loader_spec is None or loader_spec.loader is None:
-            raise _spec_error(spec, f"cannot import {path} as a Python module")
+            raise _spec_error(spec, f"cannot import {path} as a Python module", option)
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[name] = module
         try:
@@ -71,7 +71,9 @@ def _load_module(spec: str, target: str) -> ModuleType:
             raise
         return module
     if not all(part.isidentifier() for part in target.split(".")):
-        raise _spec_error(spec, f"{target!r} is not a module name or a .py file; use {_SPEC_HELP}")
+        raise _spec_error(
+            spec, f"{target!r} is not a module name or a .py file; use {_SPEC_HELP}", option
+        )
     cwd = os.getcwd()
     if "" not in sys.path and cwd not in sys.path:
         sys.path.insert(0, cwd)  # console scripts, unlike `python -m`, do not add it
@@ -81,12 +83,12 @@ def _load_module(spec: str, target: str) -> ModuleType:
         missing = exc.name or ""
         if missing and (target == missing or target.startswith(missing + ".")):
             raise _spec_error(
-                spec, f"no module named {missing!r} (looked in {cwd} and on sys.path)"
+                spec, f"no module named {missing!r} (looked in {cwd} and on sys.path)", option
             ) from None
         raise
 
 
-def load_judge_factory(spec: str) -> Callable[[], object]:
+def load_judge_factory(spec: str, option: str = "--judge") -> Callable[[], object]:
     """The factory named by ``spec`` (``MODULE:FACTORY``; ``FACTORY`` may be dotted).
 
     Raises :class:`CliError` (exit 2) for a malformed spec, a module or file that does not
@@ -95,16 +97,16 @@ def load_judge_factory(spec: str) -> Callable[[], object]:
     """
     target, colon, attr = spec.rpartition(":")
     if not colon or not target or not attr:
-        raise _spec_error(spec, f"expected {_SPEC_HELP}")
+        raise _spec_error(spec, f"expected {_SPEC_HELP}", option)
     if not all(part.isidentifier() for part in attr.split(".")):
-        raise _spec_error(spec, f"{attr!r} is not a Python name; expected {_SPEC_HELP}")
+        raise _spec_error(spec, f"{attr!r} is not a Python name; expected {_SPEC_HELP}", option)
     try:
-        obj: object = _load_module(spec, target)
+        obj: object = _load_module(spec, target, option)
     except CliError:
         raise
     except Exception as exc:
         raise InvalidInputError(
-            f"--judge {spec}: importing {target} failed: {type(exc).__name__}: {exc}"
+            f"{option} {spec}: importing {target} failed: {type(exc).__name__}: {exc}"
         ) from None
     for i, part in enumerate(attr.split(".")):
         if not hasattr(obj, part):
@@ -115,10 +117,10 @@ def load_judge_factory(spec: str) -> Callable[[], object]:
                 else []
             )
             hint = f" (it has: {', '.join(public[:8])})" if public else ""
-            raise _spec_error(spec, f"{owner} has no attribute {part!r}{hint}")
+            raise _spec_error(spec, f"{owner} has no attribute {part!r}{hint}", option)
         obj = getattr(obj, part)
     if not callable(obj):
-        raise _spec_error(spec, f"{attr} is a {type(obj).__name__}, not a callable factory")
+        raise _spec_error(spec, f"{attr} is a {type(obj).__name__}, not a callable factory", option)
     return obj
 
 
@@ -289,7 +291,13 @@ def _judge_options(
     return JudgeOptions(**{k: v for k, v in given.items() if v is not None})
 
 
-def _print_estimate(estimate: Any, cache_path: Path | None, *, as_json: bool) -> None:
+def _print_estimate(
+    estimate: Any,
+    cache_path: Path | None,
+    *,
+    as_json: bool,
+    embeddings: dict[str, Any] | None = None,
+) -> None:
     import json
 
     if as_json:
@@ -302,6 +310,8 @@ def _print_estimate(estimate: Any, cache_path: Path | None, *, as_json: bool) ->
             "metrics": list(estimate.metrics),
             "cache": None if cache_path is None else str(cache_path),
         }
+        if embeddings is not None:  # the embedding metrics' estimate (ragmeter.cli._embed)
+            data["embeddings"] = embeddings
         typer.echo(json.dumps(data, indent=2))
         return
     out = Console(highlight=False, soft_wrap=True)

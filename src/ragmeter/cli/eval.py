@@ -9,6 +9,17 @@ import typer
 
 from ragmeter.cli import _progress
 from ragmeter.cli._app import CliError, _print_table, _stderr, app
+from ragmeter.cli._embed import (
+    EmbedBatchOpt,
+    EmbedCacheOpt,
+    EmbedConcurrencyOpt,
+    EmbedderOpt,
+    NoEmbedCacheOpt,
+    embed_estimate,
+    embedding_arguments,
+    print_embed_estimate,
+    print_embed_summary,
+)
 from ragmeter.cli._judges import (
     _JUDGE_PANEL,
     _judge_cache_path,
@@ -162,7 +173,8 @@ _DryRunOpt = Annotated[
     bool,
     typer.Option(
         "--dry-run",
-        help="Print how many judge calls and input tokens the run would need; send nothing.",
+        help="Print how many judge calls and input tokens (and texts to embed) the run would "
+        "need; call no model.",
         rich_help_panel=_JUDGE_PANEL,
     ),
 ]
@@ -193,6 +205,11 @@ def eval_command(
     dry_run: _DryRunOpt = False,
     per_sample_out: _PerSampleOutOpt = None,
     keep_per_sample: _KeepPerSampleOpt = False,
+    embedder: EmbedderOpt = None,
+    embed_cache: EmbedCacheOpt = None,
+    no_embed_cache: NoEmbedCacheOpt = False,
+    embed_batch_size: EmbedBatchOpt = None,
+    embed_concurrency: EmbedConcurrencyOpt = None,
 ) -> None:
     """Score RAG samples from a JSONL or Parquet file (rag-eval's `eval`, ragmeter's metrics).
 
@@ -217,10 +234,19 @@ def eval_command(
             "--max-calls": max_calls is not None,
             "--max-tokens": max_tokens is not None,
             "--repeats": repeats is not None,
-            "--dry-run": dry_run,
+            "--dry-run": dry_run and not _names_embedding(metrics),
         },
     )
+    asked, embedding = embedding_arguments(
+        names, embedder, embed_cache, no_embed_cache, embed_batch_size, embed_concurrency
+    )
     source = _Source(data, skip_errors, as_json)
+    if dry_run and judge is None:
+        loaded = _loaded(source)
+        estimate = embed_estimate(loaded, asked, embedding)
+        assert estimate is not None  # --dry-run without --judge needs embedding metrics
+        print_embed_estimate(estimate, samples=len(loaded), as_json=as_json)
+        return
     judge_keys: list[str] = []
     cache_path: Path | None = None
     if judge is not None:
@@ -233,17 +259,36 @@ def eval_command(
             cache_path,
             repeats=repeats or 1,
             dry_run=dry_run,
-            names=names,
+            names=asked,
             k=k,
             prices=prices,
             per_sample_out=per_sample_out,
+            embedding=embedding,
         )
         if judged is None:  # --dry-run: the estimate was printed
             return
         report, judge_keys = judged
     else:
-        report = _plain_report(source, names, k, prices, per_sample_out, keep_per_sample)
+        report = _plain_report(source, asked, k, prices, per_sample_out, keep_per_sample, embedding)
     _print_eval(report, source, judge_keys, cache_path)
+
+
+def _names_embedding(metrics: list[str] | None) -> bool:
+    """Whether ``--metrics`` names an embedding metric."""
+    from ragmeter.embed import EMBED_METRICS
+
+    return any(name in EMBED_METRICS for name in _split_list(metrics))
+
+
+def _loaded(source: _Source) -> list[Any]:
+    """Every sample of ``source`` in memory (model-scored metrics need them twice)."""
+    try:
+        loaded = list(source.samples)
+    finally:
+        source.samples.close()
+    if not loaded:
+        raise source.empty()
+    return loaded
 
 
 def _checked_options(
@@ -333,10 +378,11 @@ def _judged_report(
     *,
     repeats: int,
     dry_run: bool,
-    names: list[str],
+    names: list[Any],
     k: int,
     prices: dict[str, float] | None,
     per_sample_out: Path | None,
+    embedding: dict[str, Any],
 ) -> tuple[RagEvalReport, list[str]] | None:
     """Score with the user's judge (``None`` after printing a ``--dry-run`` estimate)."""
     from ragmeter.evaluation.judged import evaluate_with_judges
@@ -345,12 +391,7 @@ def _judged_report(
 
     judge_names = _judge_metric_names(judge_metrics)
     the_judge = _make_judge(judge)
-    try:
-        loaded = list(source.samples)  # judge mode needs them twice: to choose, then to score
-    finally:
-        source.samples.close()
-    if not loaded:
-        raise source.empty()
+    loaded = _loaded(source)  # judge mode needs them twice: to choose, then to score
     judged, notes = _judge_metrics(the_judge, judge_names, repeats, loaded)
     if dry_run:
         from ragmeter.judge.runner import estimate_judges
@@ -363,7 +404,10 @@ def _judged_report(
         finally:
             if cache is not None:
                 cache.close()
-        _print_estimate(estimate, cache_path, as_json=source.as_json)
+        embeddings = embed_estimate(loaded, names, embedding)
+        _print_estimate(estimate, cache_path, as_json=source.as_json, embeddings=embeddings)
+        if embeddings is not None and not source.as_json:
+            print_embed_estimate(embeddings, samples=len(loaded), as_json=False)
         return None
     err = _stderr()
     for note in notes:
@@ -382,6 +426,7 @@ def _judged_report(
                 progress=progress,
                 k_values=k,
                 prices=prices,
+                **embedding,
             )
     finally:
         if cache is not None:
@@ -394,11 +439,12 @@ def _judged_report(
 
 def _plain_report(
     source: _Source,
-    names: list[str],
+    names: list[Any],
     k: int,
     prices: dict[str, float] | None,
     per_sample_out: Path | None,
     keep_per_sample: bool,
+    embedding: dict[str, Any],
 ) -> RagEvalReport:
     """Score without a judge, streaming the samples."""
     from ragmeter.evaluation.rag import evaluate_rag
@@ -406,7 +452,12 @@ def _plain_report(
     keep: Any = per_sample_out if per_sample_out is not None else keep_per_sample
     try:
         return evaluate_rag(
-            source.samples, metrics=names or None, k_values=k, prices=prices, per_sample=keep
+            source.samples,
+            metrics=names or None,
+            k_values=k,
+            prices=prices,
+            per_sample=keep,
+            **embedding,
         )
     except NoSamplesError:
         skipped = source.reader.skipped
@@ -432,6 +483,7 @@ def _print_eval(
     _print_table(rag_table(report), heading)
     if judge_keys:
         _print_judge_summary(report, judge_keys, cache_path)
+    print_embed_summary(report)
     err = _stderr()
     unit = "row" if source.parquet else "line"
     for line, message in skipped[:20]:

@@ -14,17 +14,17 @@ budget stopped the run, ``incomplete: True`` with the reason.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ragmeter.errors import InvalidInputError, NoSamplesError
+from ragmeter.evaluation._model_runs import add_metric, base_report
 from ragmeter.judge.cache import JudgeCache
 from ragmeter.judge.metrics import JudgeMetric
 from ragmeter.judge.runner import JudgeOptions, JudgeRun, run_judges
 from ragmeter.report import RagEvalReport
-from ragmeter.schema import RagSample, SampleLike, coerce_sample, sample_keys
+from ragmeter.schema import RagSample, SampleLike, coerce_sample
 
 __all__ = ["DEFAULT_CACHE", "evaluate_with_judges", "open_cache"]
 
@@ -62,18 +62,7 @@ def evaluate_with_judges(
     default metric some sample can be scored on); an empty list means judge metrics only.
     """
     coerced = _judgeable(samples, judge_metrics)
-    if other_metrics is None or other_metrics:
-        chosen = None if other_metrics is None else list(other_metrics)
-        report = evaluate(coerced, metrics=chosen, **kwargs)
-    else:
-        report = RagEvalReport(metrics={}, coverage={}, n_samples=len(coerced))
-        report.per_sample = {sid: {} for sid in sample_keys([s.id for s in coerced])}
-        report.skipped_lines = int(kwargs.get("skipped_lines", 0) or 0)
-    ids = sample_keys([s.id for s in coerced])
-    renamed = [
-        s if s.id == sid else s.model_copy(update={"id": sid})
-        for s, sid in zip(coerced, ids, strict=True)
-    ]
+    report, ids, renamed = base_report(coerced, other_metrics, evaluate, kwargs)
     cache = open_cache(judge_cache)
     try:
         run = run_judges(
@@ -113,12 +102,8 @@ def _add_scores(report: RagEvalReport, run: JudgeRun, metric: JudgeMetric, ids: 
     """Put one judge metric's per-sample scores, reasons and spreads, and its mean, in the
     report (or say why it has none)."""
     key = metric.name
-    values: list[float] = []
+    rows: list[tuple[str, float | None, dict[str, Any]]] = []
     for sid in ids:
-        value = run.scores.get(sid, {}).get(key)
-        report.per_sample.setdefault(sid, {})[key] = value
-        if value is not None:
-            values.append(value)
         info: dict[str, Any] = {}
         reason = run.reasons.get(sid, {}).get(key)
         if reason:
@@ -126,18 +111,9 @@ def _add_scores(report: RagEvalReport, run: JudgeRun, metric: JudgeMetric, ids: 
         spread = run.spread.get(sid, {}).get(key)
         if spread:
             info["spread"] = spread
-        if info:
-            report.details.setdefault(sid, {})[key] = info
-    if values:
-        report.metrics[key] = math.fsum(values) / len(values)
-        report.coverage[key] = len(values)
-        report.higher_is_better[key] = metric.higher_is_better
-    else:
-        # Never a 0.0 that means "nothing was measured": the key is left out of
-        # metrics, the reason is recorded, and every sample's value stays None.
-        why = "the judge scored no sample (each sample's reason is in details)"
-        report.extra.setdefault("not_computed", {})[key] = why
-        report.warnings.append(f"{key}: {why}")
+        rows.append((sid, run.scores.get(sid, {}).get(key), info))
+    why = "the judge scored no sample (each sample's reason is in details)"
+    add_metric(report, key, metric.higher_is_better, rows, why)
 
 
 def _add_run(report: RagEvalReport, run: JudgeRun, cache: JudgeCache | None) -> None:

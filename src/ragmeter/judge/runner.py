@@ -31,9 +31,9 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.judge.cache import JudgeCache, cache_key
@@ -48,8 +48,12 @@ __all__ = [
     "JudgeRun",
     "arun_judges",
     "estimate_judges",
+    "gather_or_cancel",
     "run_judges",
+    "run_sync",
 ]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,14 @@ async def arun_judges(
             run.reasons.setdefault(sid, {})[name] = why
     pending, twins = _look_up(jobs, cache, run)
     calls = _Calls(run, opts, cache, budget, twins, progress, len(jobs))
-    tasks = [asyncio.ensure_future(calls.one(job)) for job in pending]
+    await gather_or_cancel([asyncio.ensure_future(calls.one(job)) for job in pending])
+    _collect(jobs, run)
+    return run
+
+
+async def gather_or_cancel(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Wait for every task; if one fails or the wait is cancelled, cancel them all and wait
+    for them, so no background task outlives the run, then raise."""
     try:
         if tasks:
             await asyncio.gather(*tasks)
@@ -250,9 +261,6 @@ async def arun_judges(
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-    _collect(jobs, run)
-    return run
 
 
 def _look_up(
@@ -426,22 +434,28 @@ def run_judges(
     **kwargs: Any,
 ) -> JudgeRun:
     """Synchronous :func:`arun_judges`; works inside a running event loop (uses a thread)."""
+    return run_sync(lambda: arun_judges(samples, metrics, **kwargs), "ragmeter-judges")
+
+
+def run_sync(make: Callable[[], Coroutine[Any, Any, _T]], name: str) -> _T:
+    """Run the coroutine ``make()`` returns to completion from synchronous code; inside a
+    running event loop (a notebook, a server), in a thread named ``name`` of its own."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun_judges(samples, metrics, **kwargs))
+        return asyncio.run(make())
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["run"] = asyncio.run(arun_judges(samples, metrics, **kwargs))
+            box["out"] = asyncio.run(make())
         except BaseException as exc:
             box["error"] = exc
 
-    thread = threading.Thread(target=target, name="ragmeter-judges")
+    thread = threading.Thread(target=target, name=name)
     thread.start()
     thread.join()
     if "error" in box:
         raise box["error"]
-    result: JudgeRun = box["run"]
+    result: _T = box["out"]
     return result
