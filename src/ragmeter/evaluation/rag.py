@@ -77,6 +77,7 @@ from ragmeter.evaluation._rag_score import _score
 from ragmeter.io.scores import ScoreWriter, open_score_writer, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
+from ragmeter.metrics import faithfulness_strict as _faithfulness_strict
 from ragmeter.metrics import grounding as _grounding
 from ragmeter.metrics import lexical as _lexical
 from ragmeter.metrics import operational as _operational
@@ -252,6 +253,7 @@ def _evaluate(
 _REGISTERING_MODULES = (
     _lexical,
     _faithfulness,
+    _faithfulness_strict,
     _operational,
     _sample_retrieval,
     _grounding,
