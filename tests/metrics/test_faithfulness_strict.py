@@ -8,6 +8,10 @@ inputs; the index finds exactly what checking every passage finds; the work is l
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -155,6 +159,9 @@ def test_negation_scope_is_the_next_content_words_of_the_same_sentence() -> None
     assert faithfulness_strict("Omega is here.", [passage])[0] == 1.0
     # a cue after the words does not negate them
     assert faithfulness_strict("Paris is big.", ["Paris is big, not small."])[0] == 1.0
+    # every negated word of the claim the passage holds must be negated there
+    assert faithfulness_strict("Zeta is not alpha beta.", ["Zeta is not alpha. Beta."])[0] == 0.0
+    assert faithfulness_strict("Zeta is not alpha beta.", ["Zeta is not alpha. No beta."])[0] == 1.0
     # a negated claim needs a passage negating one of its negated words
     assert faithfulness_strict("Paris is not big.", ["Paris is big. Lyon is not old."])[0] == 0.0
 
@@ -318,3 +325,35 @@ def test_megabytes_finish_quickly(finishes_within: FinishesWithin) -> None:
     with finishes_within(120):
         score, supported, unsupported = faithfulness_strict(answer, contexts)
     assert score == 0.0 and not supported and len(unsupported) == 20_000
+
+
+_SAME_IN_EVERY_PROCESS = """
+import json, random
+from ragmeter.metrics.faithfulness_strict import _faithfulness_strict
+rng = random.Random(0)
+vocab = [f"w{i}" for i in range(60)]
+def prose(n):
+    return " ".join(" ".join(rng.choices(vocab, k=rng.randint(8, 20))) + "." for _ in range(n))
+contexts = [prose(8) for _ in range(500)]
+answer = prose(300)
+print(json.dumps(_faithfulness_strict(answer, contexts, 0.8, 0.5)))
+"""
+
+
+@pytest.mark.slow
+def test_capped_searches_do_not_depend_on_hash_order() -> None:
+    # with the search capped, which passages are tried must follow from the input alone
+    # (ties between keys held by as many passages are broken by the keys, not set order)
+    results = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run(
+            [sys.executable, "-c", _SAME_IN_EVERY_PROCESS],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        results.append(json.loads(run.stdout))
+    assert results[0][3], "no search was capped: the test does not test anything"
+    assert results[0] == results[1]

@@ -85,9 +85,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.metrics.base import RagMetric
@@ -127,6 +127,8 @@ ORDER_THRESHOLD: float = 0.5
 
 MAX_CANDIDATES = 64
 """Candidate passages checked per claim at most (bounds the work on huge contexts)."""
+
+_Key = TypeVar("_Key", str, tuple[str, str])
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
@@ -263,50 +265,56 @@ class _Index:
 
     def _family(self, claim: _Claim) -> list[list[int]]:
         """The postings of the key family with the fewest postings, shortest first: a
-        passage that supports ``claim`` is in at least one of them (pigeonhole)."""
+        passage that supports ``claim`` is in at least one of them (pigeonhole). Ties are
+        broken by the keys themselves, so the candidates never depend on hash order."""
         profile = claim.profile
-        empty: list[int] = []
-        words = sorted((self.words.get(w, empty) for w in profile.words), key=len)
-        families = [words[: len(words) - claim.need_words + 1]]
+        n = len(profile.words)
+        families = [_rarest(self.words, profile.words, n - claim.need_words + 1)]
         if profile.numbers:
-            families.append([min((self.numbers.get(n, empty) for n in profile.numbers), key=len)])
+            families.append(_rarest(self.numbers, profile.numbers, 1))
         if claim.need_bigrams:
-            bigrams = sorted((self.bigrams.get(b, empty) for b in profile.bigrams), key=len)
-            families.append(bigrams[: len(bigrams) - claim.need_bigrams + 1])
+            n = len(profile.bigrams)
+            families.append(_rarest(self.bigrams, profile.bigrams, n - claim.need_bigrams + 1))
         if profile.cue:
-            negated = [self.negated.get(w, empty) for w in profile.neg]
-            families.append(sorted(negated, key=len) if negated else [self.cued])
+            negated = profile.neg
+            families.append(
+                _rarest(self.negated, negated, len(negated)) if negated else [self.cued]
+            )
         return min(families, key=lambda family: sum(map(len, family)))
-
-    def candidates(self, claim: _Claim) -> Iterator[int]:
-        """Distinct passages that may support ``claim``, at most :data:`MAX_CANDIDATES`.
-
-        Each postings list is scanned until a new passage is found; the passages already
-        seen, at most :data:`MAX_CANDIDATES`, bound the repeats skipped in each list, so the
-        work is at most ``2 * MAX_CANDIDATES`` entries per key of the claim.
-        """
-        seen: set[int] = set()
-        family = self._family(claim)
-        self.work += len(family)
-        for postings in family:
-            for i in postings:
-                self.work += 1
-                if i not in seen:
-                    seen.add(i)
-                    yield i
-                    if len(seen) >= MAX_CANDIDATES:
-                        return
 
     def supports(self, claim: _Claim) -> bool | None:
         """Whether some passage supports ``claim``; ``None`` when :data:`MAX_CANDIDATES`
-        candidates were checked and none does (the search stopped there)."""
-        checked = 0
-        for i in self.candidates(claim):
-            checked += 1
-            self.work += 1
-            if claim.supported_by(self.passages[i]):
-                return True
-        return None if checked >= MAX_CANDIDATES else False
+        passages were checked and none does (the search stopped there).
+
+        The candidates are the distinct passages of :meth:`_family`'s postings, in order.
+        Each list is scanned to its end or to the cap; the passages already seen, at most
+        :data:`MAX_CANDIDATES`, bound the repeats skipped in one list, so the work is at most
+        ``2 * MAX_CANDIDATES`` entries per key of the claim plus the checks.
+        """
+        seen: set[int] = set()
+        family = self._family(claim)
+        scanned = len(family)
+        supported_by, passages = claim.supported_by, self.passages
+        try:
+            for postings in family:
+                for i in postings:
+                    scanned += 1
+                    if i not in seen:
+                        if supported_by(passages[i]):
+                            return True
+                        seen.add(i)
+                        if len(seen) >= MAX_CANDIDATES:
+                            return None
+            return False
+        finally:
+            self.work += scanned + len(seen)
+
+
+def _rarest(index: Mapping[_Key, list[int]], keys: Iterable[_Key], count: int) -> list[list[int]]:
+    """The postings of the ``count`` keys held by the fewest passages (then the least keys)."""
+    empty: list[int] = []
+    ranked = sorted((len(index.get(key, empty)), key) for key in keys)
+    return [index.get(key, empty) for _, key in ranked[:count]]
 
 
 def _faithfulness_strict(
