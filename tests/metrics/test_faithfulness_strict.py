@@ -277,7 +277,7 @@ def test_the_index_finds_what_checking_every_passage_finds(
     # MAX_CANDIDATES passages that must be exactly "some passage passes the four checks"
     index = module._Index(contexts)
     for claim_text, _ in _split(answer):
-        claim = module._Claim(claim_text, 0.8, 0.5)
+        claim = module._Claim(claim_text, 0.8, 0.5, index.ids)
         everywhere = any(claim.supported_by(p) for p in index.passages)
         assert index.supports(claim) is everywhere
 
@@ -305,7 +305,7 @@ def _work(n: int) -> tuple[int, int, int]:
     capped = claims = 0
     for text, _ in _split(answer):
         claims += 1
-        capped += index.supports(module._Claim(text, 0.8, 0.5)) is None
+        capped += index.supports(module._Claim(text, 0.8, 0.5, index.ids)) is None
     return index.work, capped, claims
 
 

@@ -87,7 +87,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from ragmeter.errors import InvalidInputError
 from ragmeter.metrics.base import RagMetric
@@ -128,8 +128,6 @@ ORDER_THRESHOLD: float = 0.5
 MAX_CANDIDATES = 64
 """Candidate passages checked per claim at most (bounds the work on huge contexts)."""
 
-_Key = TypeVar("_Key", str, tuple[str, str])
-
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -158,33 +156,40 @@ class _Profile:
     """What checks (a)-(d) read of a text (a passage, or one claim): built sentence by
     sentence with :meth:`add`."""
 
-    __slots__ = ("bigrams", "cue", "neg", "numbers", "pos", "words")
+    __slots__ = ("bigrams", "cue", "ids", "neg", "numbers", "pos", "words")
 
-    def __init__(self) -> None:
-        self.words: set[str] = set()  # distinct content words, as faithfulness reads them
-        self.pos: set[str] = set()  # non-cue content words with an occurrence not negated
-        self.neg: set[str] = set()  # ... with a negated occurrence
+    def __init__(self, ids: dict[str, int]) -> None:
+        self.ids = ids  # word -> id, shared by the passages and claims of one sample
+        self.words: set[int] = set()  # distinct content words, as faithfulness reads them
+        self.pos: set[int] = set()  # non-cue content words with an occurrence not negated
+        self.neg: set[int] = set()  # ... with a negated occurrence
         self.cue = False  # holds a negation cue
-        self.numbers: set[str] = set()  # normalised numbers
-        self.bigrams: set[tuple[str, str]] = set()  # adjacent content words, numbers normalised
+        self.numbers: set[int] = set()  # normalised numbers
+        self.bigrams: set[int] = set()  # adjacent content words (numbers normalised): a << 32 | b
 
-    def add(self, sentence: str) -> list[str]:
-        """Add one sentence; returns its content words, in order."""
+    def add(self, sentence: str) -> None:
+        """Add one sentence."""
         tokens = word_tokens(sentence)
-        content = [t for t in tokens if t not in STOPWORDS]
+        ids = self.ids
+        content = [ids.setdefault(t, len(ids)) for t in tokens if t not in STOPWORDS]
         if not content:
-            return content
+            return
         self.words.update(content)
         sequence = content
-        if any(t[0].isdigit() for t in content):
-            sequence = [normalize_number(t) if t[0].isdigit() else t for t in content]
-            self.numbers.update(normalize_number(t) for t in content if _NUMBER.fullmatch(t))
-        self.bigrams.update(pairwise(sequence))
+        if any(t[0].isdigit() for t in tokens):
+            sequence = [
+                ids.setdefault(normalize_number(t), len(ids)) for t in tokens if t not in STOPWORDS
+            ]
+            self.numbers.update(
+                ids.setdefault(normalize_number(t), len(ids))
+                for t in tokens
+                if _NUMBER.fullmatch(t)
+            )
+        self.bigrams.update(a << 32 | b for a, b in pairwise(sequence))
         if NEGATION_CUES.isdisjoint(tokens) and "t" not in tokens:
             self.pos.update(content)
         else:
             self._polarities(tokens)
-        return content
 
     def _polarities(self, tokens: list[str]) -> None:
         """Sort the content words of one sentence into negated and not negated."""
@@ -196,10 +201,10 @@ class _Profile:
                 scope = NEGATION_SCOPE
             elif token not in STOPWORDS:
                 if scope:
-                    self.neg.add(token)
+                    self.neg.add(self.ids[token])
                     scope -= 1
                 else:
-                    self.pos.add(token)
+                    self.pos.add(self.ids[token])
 
 
 class _Claim:
@@ -207,9 +212,11 @@ class _Claim:
 
     __slots__ = ("need_bigrams", "need_words", "profile", "text")
 
-    def __init__(self, text: str, threshold: float, order_threshold: float) -> None:
+    def __init__(
+        self, text: str, threshold: float, order_threshold: float, ids: dict[str, int]
+    ) -> None:
         self.text = text
-        self.profile = _Profile()
+        self.profile = _Profile(ids)
         self.profile.add(text)
         self.need_words = _needed(len(self.profile.words), threshold)
         bigrams = len(self.profile.bigrams)
@@ -240,15 +247,16 @@ class _Index:
     """
 
     def __init__(self, contexts: Sequence[str]) -> None:
+        self.ids: dict[str, int] = {}
         self.passages: list[_Profile] = []
-        self.words: defaultdict[str, list[int]] = defaultdict(list)
-        self.numbers: defaultdict[str, list[int]] = defaultdict(list)
-        self.negated: defaultdict[str, list[int]] = defaultdict(list)
-        self.bigrams: defaultdict[tuple[str, str], list[int]] = defaultdict(list)
+        self.words: defaultdict[int, list[int]] = defaultdict(list)
+        self.numbers: defaultdict[int, list[int]] = defaultdict(list)
+        self.negated: defaultdict[int, list[int]] = defaultdict(list)
+        self.bigrams: defaultdict[int, list[int]] = defaultdict(list)
         self.cued: list[int] = []
         self.work = 0
         for i, context in enumerate(contexts):
-            passage = _Profile()
+            passage = _Profile(self.ids)
             for sentence in _pieces(context):
                 passage.add(sentence)
             self.passages.append(passage)
@@ -310,8 +318,9 @@ class _Index:
             self.work += scanned + len(seen)
 
 
-def _rarest(index: Mapping[_Key, list[int]], keys: Iterable[_Key], count: int) -> list[list[int]]:
-    """The postings of the ``count`` keys held by the fewest passages (then the least keys)."""
+def _rarest(index: Mapping[int, list[int]], keys: Iterable[int], count: int) -> list[list[int]]:
+    """The postings of the ``count`` keys held by the fewest passages, then the least keys
+    (ids number the words in order of first occurrence: no hash order)."""
     empty: list[int] = []
     ranked = sorted((len(index.get(key, empty)), key) for key in keys)
     return [index.get(key, empty) for _, key in ranked[:count]]
@@ -329,7 +338,7 @@ def _faithfulness_strict(
     for text, _ in _split(answer):
         if index is None:
             index = _Index(contexts)
-        found = index.supports(_Claim(text, threshold, order_threshold))
+        found = index.supports(_Claim(text, threshold, order_threshold, index.ids))
         (supported if found else unsupported).append(text)
         if found is None:
             capped.append(text)
