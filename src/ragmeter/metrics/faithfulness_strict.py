@@ -78,7 +78,8 @@ and one of its negated words; the key family with the fewest postings is scanned
 first. At most :data:`MAX_CANDIDATES` (64) passages are checked per claim, each check a few set
 operations the size of the claim: exact whenever the contexts have at most 64 passages, or
 the chosen family's postings (say, a number of the claim) name at most 64 passages; beyond
-that a claim whose first 64 candidates fail is counted unsupported (the metric's ``detail`` lists it under ``capped_claims``).
+that a claim whose first 64 candidates fail is counted unsupported (the metric's ``detail``
+lists it under ``capped_claims``).
 Words are numbered per sample in order of first occurrence, and ties between keys are broken
 by those numbers, so the result never depends on hash order. The index takes about 20 bytes
 per byte of context; ``benchmarks/bench_faithfulness_scaling.py`` and ``docs/faithfulness.md``
