@@ -82,7 +82,7 @@ that a claim whose first 64 candidates fail is counted unsupported (the metric's
 lists it under ``capped_claims``).
 Words are numbered per sample in order of first occurrence, and ties between keys are broken
 by those numbers, so the result never depends on hash order. The index takes about 20 bytes
-per byte of context; ``benchmarks/bench_faithfulness_scaling.py`` and ``docs/faithfulness.md``
+per byte of context in passages of a kilobyte, and about 1.4 KB per passage for tiny ones; ``benchmarks/bench_faithfulness_scaling.py`` and ``docs/faithfulness.md``
 give the timings (0.2 to 1.2 s per MiB, ~10x ``faithfulness``).
 """
 
@@ -212,6 +212,25 @@ class _Profile:
                     self.pos.add(self.ids[token])
 
 
+_EMPTY: frozenset[int] = frozenset()
+
+
+class _Passage:
+    """A passage's :class:`_Profile`, frozen and compact: a passage without a negation cue
+    shares one set for its words and its words not negated, and empty sets are one object
+    (thousands of tiny passages would otherwise cost a kilobyte each)."""
+
+    __slots__ = ("bigrams", "cue", "neg", "numbers", "pos", "words")
+
+    def __init__(self, profile: _Profile) -> None:
+        self.words = frozenset(profile.words)
+        self.pos = self.words if not profile.cue else frozenset(profile.pos)
+        self.neg = frozenset(profile.neg) if profile.neg else _EMPTY
+        self.cue = profile.cue
+        self.numbers = frozenset(profile.numbers) if profile.numbers else _EMPTY
+        self.bigrams = frozenset(profile.bigrams) if profile.bigrams else _EMPTY
+
+
 class _Claim:
     """One claim: its :class:`_Profile` and how many words and bigrams a passage must hold."""
 
@@ -227,7 +246,7 @@ class _Claim:
         bigrams = len(self.profile.bigrams)
         self.need_bigrams = _needed(bigrams, order_threshold) if bigrams else 0
 
-    def supported_by(self, passage: _Profile) -> bool:
+    def supported_by(self, passage: _Passage) -> bool:
         """Whether ``passage`` passes checks (a) to (d) for this claim."""
         claim = self.profile
         if not claim.numbers <= passage.numbers:
@@ -253,7 +272,7 @@ class _Index:
 
     def __init__(self, contexts: Sequence[str]) -> None:
         self.ids: dict[str, int] = {}
-        self.passages: list[_Profile] = []
+        self.passages: list[_Passage] = []
         self.words: defaultdict[int, list[int]] = defaultdict(list)
         self.numbers: defaultdict[int, list[int]] = defaultdict(list)
         self.negated: defaultdict[int, list[int]] = defaultdict(list)
@@ -261,9 +280,10 @@ class _Index:
         self.cued: list[int] = []
         self.work = 0
         for i, context in enumerate(contexts):
-            passage = _Profile(self.ids)
+            profile = _Profile(self.ids)
             for sentence in _pieces(context):
-                passage.add(sentence)
+                profile.add(sentence)
+            passage = _Passage(profile)
             self.passages.append(passage)
             for word in passage.words:
                 self.words[word].append(i)
