@@ -79,11 +79,11 @@ first. At most :data:`MAX_CANDIDATES` (64) passages are checked per claim, each 
 operations the size of the claim: exact whenever the contexts have at most 64 passages, or
 the chosen family's postings (say, a number of the claim) name at most 64 passages; beyond
 that a claim whose first 64 candidates fail is counted unsupported (the metric's ``detail``
-lists it under ``capped_claims``).
-Words are numbered per sample in order of first occurrence, and ties between keys are broken
-by those numbers, so the result never depends on hash order. The index takes about 20 bytes
-per byte of context in passages of a kilobyte, and about 1.4 KB per passage for tiny ones; ``benchmarks/bench_faithfulness_scaling.py`` and ``docs/faithfulness.md``
-give the timings (0.2 to 1.2 s per MiB, ~10x ``faithfulness``).
+lists it under ``capped_claims``). Words are numbered per sample in order of first
+occurrence, and ties between keys are broken by those numbers, so the result never depends on
+hash order. The index takes about 20 bytes per byte of context in passages of a kilobyte, and
+about 1.4 KB per passage for tiny ones; ``benchmarks/bench_faithfulness_scaling.py`` and
+``docs/faithfulness.md`` give the timings (0.2 to 1.2 s per MiB, ~10x ``faithfulness``).
 """
 
 from __future__ import annotations
