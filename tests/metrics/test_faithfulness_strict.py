@@ -14,12 +14,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rag_eval.faithfulness import faithfulness as rag_eval_faithfulness
 
+from ragmeter import cli
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.metrics import faithfulness_strict as module
@@ -215,6 +217,19 @@ def test_registered_and_scored_by_evaluate_rag() -> None:
     loose = StrictClaimFaithfulness(threshold=0.5, order_threshold=1.0)
     assert repr(loose) == "StrictClaimFaithfulness(threshold=0.5, order_threshold=1.0)"
     assert loose.score(samples[1]) == 1.0 and loose.score(samples[2]) is None
+
+
+def test_the_cli_scores_it_by_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    rows = [
+        {"id": case, "response": answer, "retrieved_contexts": contexts}
+        for case, (answer, contexts, _) in FAILURES.items()
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code = cli.run(["eval", str(path), "-m", "faithfulness,faithfulness_strict", "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out)["metrics"] == {"faithfulness": 1.0, "faithfulness_strict": 0.0}
 
 
 # --------------------------------------------------------------------------- properties
