@@ -18,7 +18,9 @@ substring search (a copy, below) on ``both`` at 0.25, 0.5 and 1 MiB, to show wha
 Text is synthetic English-like prose with a fixed seed: sentences of 8-20 words, about a
 third of the answer's sentences copied from the contexts.
 
-    python benchmarks/bench_faithfulness_scaling.py            # about 10 s
+    python benchmarks/bench_faithfulness_scaling.py            # about 3 min (both metrics)
+    python benchmarks/bench_faithfulness_scaling.py --metric faithfulness   # about 10 s
+    python benchmarks/bench_faithfulness_scaling.py --real     # plus real text (Cranfield)
     python benchmarks/bench_faithfulness_scaling.py --old      # plus a few s for the old kernel
 
 Results (2 shared cores, Python 3.11; ratio = time per MiB at 10 MiB / at 1 MiB):
@@ -35,19 +37,40 @@ contexts   0.017          0.018           1.07
 kernel on ``both``: 0.26, 0.45, 0.84 s per MiB at S = 0.25, 0.5, 1 MiB (the cost per MiB
 doubles with the size: quadratic; 1.68 s at 1 MiB against 0.075 s now, 22x, and about
 170 s extrapolated to 10 MiB against 0.8 s).
+
+``faithfulness_strict`` (issue 22; one run of both metrics on a busy machine, so the plain
+numbers above are from a quieter earlier run; repeated runs vary by about 30%):
+
+=========  =============  ==============  =====
+shape      1 MiB: s/MiB   10 MiB: s/MiB   ratio
+=========  =============  ==============  =====
+both       0.818          1.157           1.41
+answer     0.291          0.418           1.44
+contexts   0.228          0.279           1.22
+=========  =============  ==============  =====
+
+Its work per claim is capped (64 candidate passages), so ``both`` -- where the tiny
+vocabulary makes every passage a candidate for every claim -- gets dearer per MiB only until
+every unsupported claim's search is capped (23 s for 20 MiB). ``--real``: Cranfield's 1,400
+abstracts (1.47 MiB) against 5,000 claims quoted from them: 1.000 under both metrics, 0.65 s
+strict, none capped; the same claims with shuffled words: 1.000 plain, 0.047 strict.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from ragmeter.metrics.faithfulness import _CLAIM_SPLIT, faithfulness
+from ragmeter.metrics.faithfulness import _CLAIM_SPLIT, extract_claims, faithfulness
+from ragmeter.metrics.faithfulness_strict import _faithfulness_strict, faithfulness_strict
 from ragmeter.text import STOPWORDS, _word_haystack, word_tokens
 
 MIB = 1024 * 1024
+CRANFIELD = "tests/data/cranfield_beir/corpus.jsonl"
 _WORDS_TEXT = (
     "paris france capital city river seine tower museum louvre art history king queen war "
     "battle army empire republic president election vote law court judge trial science "
@@ -142,30 +165,76 @@ def input_mib(answer: str, contexts: list[str]) -> float:
     return (len(answer) + sum(len(c) for c in contexts)) / MIB
 
 
+def real_text(path: Path, seed: int, repeat: int) -> None:
+    """Cranfield's 1,400 abstracts (1.5 MB of real text, one passage each) against 5,000
+    claims quoted from them, then the same claims with their words shuffled (word salad)."""
+    docs = [json.loads(line) for line in path.read_text().splitlines()]
+    passages = [f"{doc.get('title', '')}. {doc['text']}" for doc in docs]
+    rng = random.Random(seed)
+    quotable = [c for p in passages for c in extract_claims(p) if len(c.split()) > 5]
+    quoted = [rng.choice(quotable) for _ in range(5000)]
+    salad = []
+    for claim in quoted:
+        words = claim.split()
+        rng.shuffle(words)
+        salad.append(" ".join(words))
+    print(f"real text: {len(passages)} passages, {input_mib('', passages):.2f} MiB")
+    for name, claims in (("quoted", quoted), ("shuffled", salad)):
+        answer = ". ".join(claims) + "."
+        for metric in (faithfulness, faithfulness_strict):
+            seconds = best_time(lambda a=answer, m=metric: m(a, passages), repeat)
+            score = metric(answer, passages)[0]
+            print(f"  {name:8} {metric.__name__:20} score {score:5.3f}  {seconds:6.3f} s")
+    capped = _faithfulness_strict(". ".join(quoted) + ".", passages, 0.8, 0.5)[3]
+    print(f"  quoted claims whose strict search was capped: {len(capped)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--old", action="store_true", help="also time the previous kernel")
+    parser.add_argument(
+        "--real",
+        type=Path,
+        nargs="?",
+        const=Path(__file__).resolve().parents[1] / CRANFIELD,
+        help=f"also score real text (default: {CRANFIELD})",
+    )
+    parser.add_argument(
+        "--metric", choices=("both", "faithfulness", "faithfulness_strict"), default="both"
+    )
     args = parser.parse_args()
 
-    per_mib: dict[tuple[str, int], float] = {}
-    for mib in (1, 10):
-        for shape, (answer, contexts) in shapes(mib, args.seed).items():
-            size = input_mib(answer, contexts)
-            seconds = best_time(lambda a=answer, c=contexts: faithfulness(a, c), args.repeat)
-            per_mib[shape, mib] = seconds / size
-            _, supported, unsupported = faithfulness(answer, contexts)
-            claims = len(supported) + len(unsupported)
-            print(
-                f"{shape:9} {mib:>3} MiB  input {size:6.2f} MiB  {claims:7d} claims  "
-                f"{seconds:7.3f} s  {seconds / size:6.3f} s/MiB"
-            )
-    print()
-    print("shape      1 MiB: s/MiB  10 MiB: s/MiB  ratio")
-    for shape in ("both", "answer", "contexts"):
-        one, ten = per_mib[shape, 1], per_mib[shape, 10]
-        print(f"{shape:9}  {one:12.3f}  {ten:13.3f}  {ten / one:5.2f}")
+    metrics: dict[str, Callable[[str, list[str]], tuple[float, list[str], list[str]]]] = {
+        "faithfulness": faithfulness,
+        "faithfulness_strict": faithfulness_strict,
+    }
+    if args.metric != "both":
+        metrics = {args.metric: metrics[args.metric]}
+    for name, metric in metrics.items():
+        print(f"{name}:")
+        per_mib: dict[tuple[str, int], float] = {}
+        for mib in (1, 10):
+            for shape, (answer, contexts) in shapes(mib, args.seed).items():
+                size = input_mib(answer, contexts)
+                seconds = best_time(lambda a=answer, c=contexts, m=metric: m(a, c), args.repeat)
+                per_mib[shape, mib] = seconds / size
+                score, supported, unsupported = metric(answer, contexts)
+                claims = len(supported) + len(unsupported)
+                print(
+                    f"{shape:9} {mib:>3} MiB  input {size:6.2f} MiB  {claims:7d} claims  "
+                    f"score {score:5.3f}  {seconds:7.3f} s  {seconds / size:6.3f} s/MiB"
+                )
+        print()
+        print("shape      1 MiB: s/MiB  10 MiB: s/MiB  ratio")
+        for shape in ("both", "answer", "contexts"):
+            one, ten = per_mib[shape, 1], per_mib[shape, 10]
+            print(f"{shape:9}  {one:12.3f}  {ten:13.3f}  {ten / one:5.2f}")
+        print()
+
+    if args.real:
+        real_text(args.real, args.seed, args.repeat)
 
     if args.old:
         print("\nprevious substring kernel, shape 'both' (answer and contexts of S MiB each):")

@@ -78,6 +78,7 @@ from ragmeter.evaluation.embedded import split_embedded
 from ragmeter.io.scores import ScoreWriter, open_score_writer, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
+from ragmeter.metrics import faithfulness_strict as _faithfulness_strict
 from ragmeter.metrics import grounding as _grounding
 from ragmeter.metrics import lexical as _lexical
 from ragmeter.metrics import operational as _operational
@@ -273,6 +274,7 @@ def _evaluate(
 _REGISTERING_MODULES = (
     _lexical,
     _faithfulness,
+    _faithfulness_strict,
     _operational,
     _sample_retrieval,
     _grounding,
