@@ -77,9 +77,10 @@ def test_identity_names_class_and_settings_and_drops_secrets() -> None:
     assert "sk-secret" not in json.dumps(ident)
     batch_only = embedder(HashEmbedding(model_name="hash-8", embed_batch_size=3)).identity
     assert batch_only == ident  # batching changes calls, not vectors
-    assert embedder(MockEmbedding(embed_dim=8)).identity != embedder(
-        MockEmbedding(embed_dim=9)
-    ).identity
+    assert (
+        embedder(MockEmbedding(embed_dim=8)).identity
+        != embedder(MockEmbedding(embed_dim=9)).identity
+    )
 
 
 def test_model_errors_surface_unchanged() -> None:
