@@ -53,8 +53,7 @@ class LlamaIndexEmbedder:
     def __init__(self, embed_model: BaseEmbedding) -> None:
         if not isinstance(embed_model, BaseEmbedding):
             raise InvalidTypeError(
-                "embedder() needs a llama_index BaseEmbedding, "
-                f"got {type(embed_model).__name__}"
+                f"embedder() needs a llama_index BaseEmbedding, got {type(embed_model).__name__}"
             )
         self.embed_model = embed_model
 
