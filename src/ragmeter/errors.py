@@ -10,7 +10,10 @@ exception a caller would expect (``ValueError``, ``KeyError``, ``ImportError``):
     │   ├── DuplicateDocumentError            a ranking that repeats a doc id (query, ids)
     │   ├── NoScorableQueriesError            nothing to average over
     │   ├── NoSamplesError                    no samples at all
-    │   ├── JudgeCacheError                   a judge cache file that cannot be used (path)
+    │   ├── CacheFileError                    a cache file that cannot be used (path)
+    │   │   ├── JudgeCacheError               ... of judge verdicts
+    │   │   └── EmbedCacheError               ... of embeddings
+    │   ├── EmbedderOutputError               an embedding model's vectors are unusable
     │   └── InvalidTypeError (TypeError)      an argument of the wrong kind
     ├── UnknownMetricError (KeyError, ValueError)
     ├── MissingDependencyError (ImportError)  an optional extra is not installed
@@ -158,21 +161,43 @@ class VerdictError(JudgeError, ValueError):
     """A judge's reply that is not a valid verdict."""
 
 
-class JudgeCacheError(InvalidInputError):
-    """A judge cache file that cannot be used: not an SQLite database, corrupted, another
+class CacheFileError(InvalidInputError):
+    """A ragmeter cache file that cannot be used: not an SQLite database, corrupted, another
     application's database, or a path where no cache can be created.
 
     ``path`` names the file; ``problem`` says what is wrong with it, as a predicate of "the
     file" (``"is corrupted (...)"``); ``hint`` what to do, which never advises deleting a
-    file that is not a judge cache. The message joins them and adds running without a cache.
+    file that is not this kind of cache. The message joins them and adds running without
+    the cache (``off`` says how).
     """
+
+    what = "cache"
+    off = "run without a cache"
 
     def __init__(self, path: object, problem: str, *, hint: str | None = None) -> None:
         advice = hint or "use another cache path"
         super().__init__(
-            f"judge cache {path}: the file {problem}. To go on, {advice}, or run without a cache "
-            "(judge_cache=None; --no-judge-cache on the command line)"
+            f"{self.what} {path}: the file {problem}. To go on, {advice}, or {self.off}"
         )
         self.path = path
         self.problem = problem
         self.hint = advice
+
+
+class JudgeCacheError(CacheFileError):
+    """A judge cache file that cannot be used (see :class:`CacheFileError`)."""
+
+    what = "judge cache"
+    off = "run without a cache (judge_cache=None; --no-judge-cache on the command line)"
+
+
+class EmbedCacheError(CacheFileError):
+    """An embedding cache file that cannot be used (see :class:`CacheFileError`)."""
+
+    what = "embedding cache"
+    off = "run without a cache (embed_cache=None; --no-embed-cache on the command line)"
+
+
+class EmbedderOutputError(InvalidInputError):
+    """An embedding model answered with something that is not one finite vector per text,
+    all of one length: the message names the model and a sample that needs the text."""

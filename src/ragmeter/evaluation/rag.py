@@ -74,6 +74,7 @@ from ragmeter.evaluation._rag_rules import (
     _split_judges,
 )
 from ragmeter.evaluation._rag_score import _score
+from ragmeter.evaluation.embedded import split_embedded
 from ragmeter.io.scores import ScoreWriter, open_score_writer, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
@@ -108,6 +109,8 @@ def evaluate_rag(
     progress: Callable[[int, int], None] | None = None,
     per_sample: PerSample = None,
     k: int | None = None,
+    embed_cache: Any = "default",
+    embed_options: Any = None,
 ) -> RagEvalReport:
     """Score RAG samples with sample-level metrics; only judge metrics, when passed, call an LLM.
 
@@ -129,7 +132,13 @@ def evaluate_rag(
     :class:`~ragmeter.judge.JudgeCache`, ``"default"`` = the user cache dir, or ``None`` for
     no cache), ``judge_options`` (:class:`~ragmeter.judge.JudgeOptions`: concurrency, rate
     limit, timeout, retries, budget) and ``progress(done, total)``; they need every sample
-    twice, so the samples and their scores are held in memory then. ``prices``
+    twice, so the samples and their scores are held in memory then. Embedding metrics
+    (``semantic_similarity``, ``semantic_context_recall``, ``semantic_context_precision``:
+    by name with the offline default model of ``ragmeter[semantic]``, or as
+    :class:`ragmeter.embed.SemanticSimilarity` ... objects with your embedder) are run the
+    same way by :mod:`ragmeter.evaluation.embedded`, with ``embed_cache`` (as
+    ``judge_cache``, a :class:`~ragmeter.embed.EmbedCache`) and ``embed_options``
+    (:class:`~ragmeter.embed.EmbedOptions`: batch size, concurrency, timeout). ``prices``
     (``{"input": ..., "output": ...}``, USD per million tokens) prices ``cost_usd``.
     ``skipped_lines`` and ``warnings`` are carried into the report (a
     :func:`ragmeter.io.jsonl.read_jsonl` reader's skipped lines are counted automatically).
@@ -179,6 +188,29 @@ def evaluate_rag(
     """
     ks = _cut_offs(k_values, k, caller="evaluate_rag", stacklevel=2)
     keep, path = _per_sample_mode(per_sample, samples)
+    embeds, metrics = split_embedded(metrics)
+    if embeds:
+        from ragmeter.evaluation.embedded import evaluate_with_embeddings
+
+        report = evaluate_with_embeddings(
+            samples,
+            embed_metrics=embeds,
+            other_metrics=metrics if isinstance(metrics, list) else [],
+            evaluate=evaluate_rag,
+            embed_cache=embed_cache,
+            embed_options=embed_options,
+            progress=progress,
+            judge_cache=judge_cache,
+            judge_options=judge_options,
+            k_values=ks,
+            prices=prices,
+            skipped_lines=skipped_lines,
+            warnings=warnings,
+        )
+        if path is not None:
+            write_scores(report, path)
+            report.extra["per_sample_file"] = str(path)
+        return report
     judges, metrics = _split_judges(metrics)
     if judges:
         from ragmeter.evaluation.judged import evaluate_with_judges

@@ -27,22 +27,23 @@ import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from ragmeter.errors import JudgeCacheError
+from ragmeter.errors import CacheFileError, JudgeCacheError
 from ragmeter.judge.protocol import JudgeReply, Message
 
-__all__ = ["JudgeCache", "cache_key", "default_cache_path"]
+__all__ = ["JudgeCache", "SQLiteCache", "cache_key", "default_cache_path"]
 
 
-def default_cache_path() -> Path:
-    """Where the judge cache lives when no path is given."""
+def default_cache_path(filename: str = "judge-cache.sqlite") -> Path:
+    """Where the judge cache (or another ragmeter cache file, ``filename``) lives when no
+    path is given."""
     root = os.environ.get("RAGMETER_CACHE_DIR")
     if root:
-        return Path(root) / "judge-cache.sqlite"
+        return Path(root) / filename
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "ragmeter" / "judge-cache.sqlite"
+    return base / "ragmeter" / filename
 
 
 def cache_key(
@@ -81,11 +82,6 @@ _CREATE = (
     " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
     " input_tokens INTEGER, output_tokens INTEGER)"
 )
-_DELETE_HINT = (
-    "delete it (it holds only cached judge verdicts; they will be asked for again) or use "
-    "another cache path"
-)
-_FOREIGN_HINT = "pass another path (this file is not a ragmeter judge cache; leave it alone)"
 _WRITABLE_HINT = "pass a path in a directory you can write to"
 _READ_ONLY = "the cache is read-only"  # JudgeCache.write_problem of a read-only cache
 
@@ -95,13 +91,13 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK, effective_ids=effective)
 
 
-def _problem(exc: sqlite3.Error) -> tuple[str, str]:
+def _problem(exc: sqlite3.Error, delete_hint: str) -> tuple[str, str]:
     """What an SQLite error says about the file, and what to do about it."""
     message = str(exc)
     if "file is not a database" in message:
-        return "is not an SQLite database (another kind of file, or a corrupted one)", _DELETE_HINT
+        return "is not an SQLite database (another kind of file, or a corrupted one)", delete_hint
     if "malformed" in message or "corrupt" in message:
-        return f"is corrupted ({message})", _DELETE_HINT
+        return f"is corrupted ({message})", delete_hint
     if "locked" in message or "busy" in message:
         return (
             f"stayed locked by another process for longer than the 30 s busy timeout ({message})",
@@ -110,27 +106,27 @@ def _problem(exc: sqlite3.Error) -> tuple[str, str]:
     return f"cannot be used ({message})", "check the file and its permissions, or use another path"
 
 
-class JudgeCache:
-    """SQLite-backed ``key -> JudgeReply`` store; one connection per thread.
+class SQLiteCache:
+    """What every ragmeter cache file shares: an SQLite file of one table, opened safely.
 
-    ``readonly=None`` (the default) opens the file read-only when this user cannot write it
-    or its directory (``os.access``), else read-write, creating the file and its directory
-    if needed. ``readonly=True`` always opens it read-only (SQLite ``mode=ro``, enforced for
-    every user, root included); the file must exist. In a read-only cache :meth:`get` serves
-    hits and :meth:`put` stores nothing and returns ``False``. When the directory is not
-    writable either, SQLite cannot make the ``-shm`` file a WAL database is read with, and
-    the file is read as ``immutable``: SQLite then assumes that nobody changes it during the
-    run (only someone who can write that directory could).
-
-    Raises :class:`~ragmeter.errors.JudgeCacheError` (an ``InvalidInputError``) for a file
-    that is not a judge cache, or a path where none can be opened or created; :meth:`get`
-    and ``len()`` raise it too for damage found later, when a page is read.
+    A subclass names its ``table``, ``columns`` and ``create`` statement, what the file is
+    called in messages (``what``, ``contents``), its default ``filename`` and its ``error``
+    class, and adds its own reads and writes; this class opens, checks and shares the file
+    (see :class:`JudgeCache` for the rules, which every cache file follows).
     """
+
+    table: ClassVar[str] = ""
+    columns: ClassVar[tuple[str, ...]] = ()
+    create: ClassVar[str] = ""
+    what: ClassVar[str] = "cache"
+    contents: ClassVar[str] = "cached results; they will be computed again"
+    filename: ClassVar[str] = "cache.sqlite"
+    error: ClassVar[type[CacheFileError]] = CacheFileError
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, readonly: bool | None = None
     ) -> None:
-        self.path = Path(path) if path is not None else default_cache_path()
+        self.path = Path(path) if path is not None else default_cache_path(self.filename)
         self._local = threading.local()
         self._immutable = False
         self._has_table = True
@@ -140,7 +136,7 @@ class JudgeCache:
         try:
             self._prepare(readonly)
         except OSError as exc:  # e.g. a directory on the way that this user cannot enter
-            raise JudgeCacheError(
+            raise self.error(
                 self.path,
                 f"cannot be opened ({exc.strerror or exc})",
                 hint="check the path and its permissions, or use another cache path",
@@ -149,16 +145,16 @@ class JudgeCache:
 
     def _prepare(self, readonly: bool | None) -> None:
         if self.path.is_dir():
-            raise JudgeCacheError(
+            raise self.error(
                 self.path,
                 "is a directory",
-                hint=f"name a file in it, e.g. {self.path / 'judge-cache.sqlite'}",
+                hint=f"name a file in it, e.g. {self.path / self.filename}",
             )
         self.readonly = self._detect_readonly() if readonly is None else readonly
         if self.readonly:
             self.write_problem = _READ_ONLY
             if not self.path.exists():
-                raise JudgeCacheError(
+                raise self.error(
                     self.path,
                     "does not exist (it is opened read-only, so it is not created)",
                     hint="pass the path of an existing cache",
@@ -173,7 +169,7 @@ class JudgeCache:
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         if parent.is_dir() and not _writable(parent):
-            raise JudgeCacheError(
+            raise self.error(
                 self.path,
                 f"does not exist and cannot be created: the directory {parent} is not writable",
                 hint=_WRITABLE_HINT,
@@ -185,14 +181,14 @@ class JudgeCache:
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise JudgeCacheError(
+            raise self.error(
                 self.path,
                 f"cannot be created: its directory {parent} cannot be made ({exc.strerror or exc})",
                 hint=_WRITABLE_HINT,
             ) from None
 
     def _open(self) -> None:
-        """Connect and check that the file is a judge cache (or empty: then make it one)."""
+        """Connect and check that the file is this kind of cache (or empty: then make it one)."""
         try:
             try:
                 self._check_schema(self._conn())
@@ -218,31 +214,34 @@ class JudgeCache:
                 "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
             )
         ]
-        if "judge_calls" in tables:
-            columns = [str(row[1]) for row in conn.execute("PRAGMA table_info(judge_calls)")]
-            if sorted(columns) != sorted(_COLUMNS):
-                raise JudgeCacheError(
+        foreign = f"pass another path (this file is not a ragmeter {self.what}; leave it alone)"
+        if self.table in tables:
+            info = conn.execute(f"PRAGMA table_info({self.table})")
+            columns = [str(row[1]) for row in info]
+            if sorted(columns) != sorted(self.columns):
+                raise self.error(
                     self.path,
-                    f"is not a ragmeter judge cache: its table judge_calls has columns "
-                    f"({', '.join(columns)}), a judge cache's are ({', '.join(_COLUMNS)})",
-                    hint=_FOREIGN_HINT,
+                    f"is not a ragmeter {self.what}: its table {self.table} has columns "
+                    f"({', '.join(columns)}), a {self.what}'s are ({', '.join(self.columns)})",
+                    hint=foreign,
                 )
         elif tables:
             shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
-            raise JudgeCacheError(
+            raise self.error(
                 self.path,
                 f"is another application's SQLite database (tables: {shown}), not a ragmeter "
-                "judge cache",
-                hint=_FOREIGN_HINT,
+                f"{self.what}",
+                hint=foreign,
             )
         elif self.readonly:
             self._has_table = False  # an empty database: every lookup misses
         else:
-            conn.execute(_CREATE)
+            conn.execute(self.create)
 
-    def _error(self, exc: sqlite3.Error) -> JudgeCacheError:
-        problem, hint = _problem(exc)
-        return JudgeCacheError(self.path, problem, hint=hint)
+    def _error(self, exc: sqlite3.Error) -> CacheFileError:
+        delete = f"delete it (it holds only {self.contents}) or use another cache path"
+        problem, hint = _problem(exc, delete)
+        return self.error(self.path, problem, hint=hint)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -267,6 +266,45 @@ class JudgeCache:
             return self._conn().execute(sql, params).fetchone()
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+
+    def __len__(self) -> int:
+        if not self._has_table:
+            return 0
+        row = self._read(f"SELECT COUNT(*) FROM {self.table}")
+        return int(row[0])
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+class JudgeCache(SQLiteCache):
+    """SQLite-backed ``key -> JudgeReply`` store; one connection per thread.
+
+    ``readonly=None`` (the default) opens the file read-only when this user cannot write it
+    or its directory (``os.access``), else read-write, creating the file and its directory
+    if needed. ``readonly=True`` always opens it read-only (SQLite ``mode=ro``, enforced for
+    every user, root included); the file must exist. In a read-only cache :meth:`get` serves
+    hits and :meth:`put` stores nothing and returns ``False``. When the directory is not
+    writable either, SQLite cannot make the ``-shm`` file a WAL database is read with, and
+    the file is read as ``immutable``: SQLite then assumes that nobody changes it during the
+    run (only someone who can write that directory could).
+
+    Raises :class:`~ragmeter.errors.JudgeCacheError` (an ``InvalidInputError``) for a file
+    that is not a judge cache, or a path where none can be opened or created; :meth:`get`
+    and ``len()`` raise it too for damage found later, when a page is read.
+    """
+
+    table: ClassVar[str] = "judge_calls"
+    columns: ClassVar[tuple[str, ...]] = _COLUMNS
+    create: ClassVar[str] = _CREATE
+    what: ClassVar[str] = "judge cache"
+    contents: ClassVar[str] = "cached judge verdicts; they will be asked for again"
+    filename: ClassVar[str] = "judge-cache.sqlite"
+    error: ClassVar[type[CacheFileError]] = JudgeCacheError
 
     def get(self, key: str) -> JudgeReply | None:
         """The cached reply for ``key``, or ``None``."""
@@ -299,19 +337,6 @@ class JudgeCache:
             self.write_problem = f"writing failed: {exc}"
             return False
         return True
-
-    def __len__(self) -> int:
-        if not self._has_table:
-            return 0
-        row = self._read("SELECT COUNT(*) FROM judge_calls")
-        return int(row[0])
-
-    def close(self) -> None:
-        """Close this thread's connection."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
 
 
 def _wal(conn: sqlite3.Connection, wait: float = 30.0) -> None:

@@ -229,14 +229,20 @@ for _cls in (HitRate, MAP, MRR, NDCG, Precision, Recall):
 RETRIEVAL_METRICS = METRICS
 
 
-MetricKind = Literal["retrieval", "rag", "trec"]
+MetricKind = Literal["retrieval", "rag", "trec", "embed"]
 
 
 def available_metrics(kind: MetricKind = "retrieval") -> tuple[str, ...]:
     """The registered metric names of one kind, sorted: ``"retrieval"`` (scored on a run
     against qrels by :func:`ragmeter.evaluate_run`), ``"rag"`` (scored on each sample by
-    :func:`ragmeter.evaluate_rag`) or ``"trec"`` (every trec_eval measure, as
-    ``evaluate_run(measures=[...])`` and ``ragmeter trec_eval`` take them)."""
+    :func:`ragmeter.evaluate_rag`), ``"trec"`` (every trec_eval measure, as
+    ``evaluate_run(measures=[...])`` and ``ragmeter trec_eval`` take them) or ``"embed"``
+    (the embedding metrics :func:`ragmeter.evaluate_rag` scores with an embedding model:
+    :data:`ragmeter.embed.metrics.EMBED_METRICS`).
+
+    >>> available_metrics("embed")
+    ('semantic_context_precision', 'semantic_context_recall', 'semantic_similarity')
+    """
     return tuple(sorted(_registry(kind)))
 
 
@@ -245,7 +251,8 @@ def get_metric(name: str, kind: MetricKind | None = None) -> Any:
 
     ``kind=None`` looks among the retrieval metrics (:data:`METRICS`), then the sample-level
     RAG metrics (:data:`ragmeter.metrics.base.RAG_METRICS`), then trec_eval's measures
-    (:data:`ragmeter.metrics.trec.TREC_MEASURES`: ``bpref``, ``infAP``, ``Rprec``...); a name
+    (:data:`ragmeter.metrics.trec.TREC_MEASURES`: ``bpref``, ``infAP``, ``Rprec``...), then the
+    embedding metrics (``kind="embed"``: ``semantic_similarity``...); a name
     in two (the retrieval names ``ndcg``, ``recall``, ...: the RAG registry scores them per
     sample, trec_eval has its own ``map``) is the first one's unless ``kind`` says.
     Raises :class:`UnknownMetricError` naming every registered name when there is none (the
@@ -255,14 +262,16 @@ def get_metric(name: str, kind: MetricKind | None = None) -> Any:
     (NDCG(), 'faithfulness', NdcgAtK(k=5))
     >>> get_metric("bpref"), get_metric("map", kind="trec")
     (TrecMeasure('bpref'), TrecMeasure('map'))
+    >>> get_metric("semantic_similarity")
+    SemanticSimilarity(embedder=default, threshold=None)
     """
     if kind is not None:
-        if kind not in ("retrieval", "rag", "trec"):
+        if kind not in ("retrieval", "rag", "trec", "embed"):
             raise InvalidInputError(
-                f"kind must be 'retrieval', 'rag', 'trec' or None, got {kind!r}"
+                f"kind must be 'retrieval', 'rag', 'trec', 'embed' or None, got {kind!r}"
             )
         return _registry(kind).get_metric(name)
-    for registry in (METRICS, _registry("rag"), _registry("trec")):
+    for registry in (METRICS, _registry("rag"), _registry("trec"), _registry("embed")):
         if isinstance(name, str) and name in registry:
             return registry.get_metric(name)
     rag = ", ".join(n for n in _registry("rag") if n not in METRICS)
@@ -270,13 +279,18 @@ def get_metric(name: str, kind: MetricKind | None = None) -> Any:
     raise UnknownMetricError(
         name,
         METRICS,
-        also=f" Sample-level RAG metrics: {rag}. trec_eval measures (kind='trec'): {trec}.",
+        also=f" Sample-level RAG metrics: {rag}. trec_eval measures (kind='trec'): {trec}. "
+        f"Embedding metrics (kind='embed'): {', '.join(_registry('embed'))}.",
     )
 
 
 def _registry(kind: MetricKind) -> MetricRegistry | RagMetricRegistry | TrecMeasures:
     if kind == "retrieval":
         return METRICS
+    if kind == "embed":
+        from ragmeter.embed.metrics import EMBED_METRICS  # registered at its import
+
+        return EMBED_METRICS
     if kind == "trec":
         from ragmeter.metrics.trec import TREC_MEASURES  # numpy: imported when asked
 
