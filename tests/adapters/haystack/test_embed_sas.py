@@ -19,11 +19,18 @@ from typing import Any
 import numpy as np
 import pytest
 from haystack import Document
+from haystack.components.evaluators import SASEvaluator
 from haystack_integrations.components.embedders.sentence_transformers import (
     SentenceTransformersDocumentEmbedder,
     SentenceTransformersTextEmbedder,
 )
+from ragas.embeddings import HuggingFaceEmbeddings as RagasHuggingFaceEmbeddings
+from ragas.metrics.collections import SemanticSimilarity as RagasSemanticSimilarity
 from ragmeter_haystack import embedder
+from sentence_transformers import SentenceTransformer
+
+from ragmeter.embed import SemanticSimilarity
+from ragmeter.evaluation.rag import evaluate_rag
 
 VOCABULARY = (
     "the a an of is in was and not no to by paris france france's capital berlin germany "
@@ -108,3 +115,66 @@ def test_identity_names_the_model_path_and_not_the_token(model_path: str) -> Non
     assert "token" not in ident and "device" not in ident and "batch_size" not in ident
     normalised = SentenceTransformersTextEmbedder(model=model_path, normalize_embeddings=True)
     assert embedder(normalised).identity != ident
+
+
+# ragmeter's semantic_similarity == Haystack's SASEvaluator (bi-encoder) with the same model.
+# SAS encodes with the model in float32 and takes ``util.cos_sim`` of float32 tensors;
+# ragmeter takes the float64 cosine of the same float32 vectors: they agree to float32
+# precision (1e-6), not to the last bit.
+PAIRS = [
+    ("The capital is Paris", "Paris is France's capital"),
+    ("Paris", "Paris is the capital of France"),
+    ("Berlin is the capital of Germany", "Paris is France's capital"),
+    ("the company was founded in 1887", "the company was founded in 1897"),
+    ("the Seine flows through Paris", "the Seine flows through Paris"),
+    ("no", "the Rhine flows through Germany"),
+]
+
+
+def _ragmeter_scores(component: Any, threshold: float | None = None) -> list[float]:
+    samples = [{"id": f"s{i}", "response": a, "reference": r} for i, (a, r) in enumerate(PAIRS)]
+    metric = SemanticSimilarity(embedder=embedder(component), threshold=threshold)
+    report = evaluate_rag(samples, metrics=[metric], embed_cache=None)
+    return [report.per_sample[f"s{i}"]["semantic_similarity"] for i in range(len(PAIRS))]
+
+
+def test_semantic_similarity_equals_sas_bi_encoder_per_sample(model_path: str) -> None:
+    with no_network():
+        sas = SASEvaluator(model=model_path)
+        sas.warm_up()
+        assert isinstance(sas._similarity_model, SentenceTransformer)  # the bi-encoder path
+        theirs = sas.run(
+            ground_truth_answers=[r for _, r in PAIRS], predicted_answers=[a for a, _ in PAIRS]
+        )["individual_scores"]
+        text = SentenceTransformersTextEmbedder(model=model_path, progress_bar=False)
+        docs = SentenceTransformersDocumentEmbedder(model=model_path, progress_bar=False)
+        by_text = _ragmeter_scores(text)
+        by_docs = _ragmeter_scores(docs)
+    assert by_text == pytest.approx(theirs, abs=1e-6)
+    assert by_docs == pytest.approx(theirs, abs=1e-6)
+    assert len({round(s, 4) for s in by_text}) > 3  # the samples really differ
+
+
+def test_semantic_similarity_equals_ragas_on_the_same_sentence_transformers_model(
+    model_path: str,
+) -> None:
+    # Ragas' current SemanticSimilarity (ragas.metrics.collections) with its own
+    # HuggingFaceEmbeddings provider loading the same folder: the L2-normalised dot product.
+    with no_network():
+        ragas_model = RagasHuggingFaceEmbeddings(model=model_path, normalize_embeddings=False)
+        metric = RagasSemanticSimilarity(embeddings=ragas_model)
+        theirs = [asyncio.run(metric.ascore(reference=r, response=a)).value for a, r in PAIRS]
+        ours = _ragmeter_scores(SentenceTransformersTextEmbedder(model=model_path))
+        binary = [
+            asyncio.run(
+                RagasSemanticSimilarity(embeddings=ragas_model, threshold=0.6).ascore(
+                    reference=r, response=a
+                )
+            ).value
+            for a, r in PAIRS
+        ]
+        ours_binary = _ragmeter_scores(
+            SentenceTransformersTextEmbedder(model=model_path), threshold=0.6
+        )
+    assert ours == pytest.approx(theirs, abs=1e-6)
+    assert ours_binary == binary and 0.0 in binary and 1.0 in binary
