@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from ragas.dataset_schema import SingleTurnSample
-from ragas.embeddings import LangchainEmbeddingsWrapper
-from ragas.metrics import SemanticSimilarity as RagasSemanticSimilarity
 from ragmeter_langchain import embedder
 
 from ragmeter.embed import SemanticSimilarity
@@ -33,9 +31,12 @@ PAIRS = [
     ("no idea", "The Rhine flows through Germany"),
 ]
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:LangchainEmbeddingsWrapper is deprecated:DeprecationWarning"
-)
+pytestmark = [
+    pytest.mark.filterwarnings(
+        "ignore:LangchainEmbeddingsWrapper is deprecated:DeprecationWarning"
+    ),
+    pytest.mark.filterwarnings("ignore:Importing SemanticSimilarity from 'ragas.metrics'"),
+]
 
 
 class WordHashEmbeddings(Embeddings):
@@ -63,6 +64,11 @@ def _samples() -> list[dict[str, Any]]:
 
 
 def _ragas(model: Embeddings, threshold: float | None = None) -> list[float]:
+    # Ragas' legacy metric: the one that takes a framework's model through a wrapper
+    # (imported here: pytest's collection would trip the wrapper's deprecation warning).
+    from ragas.embeddings import LangchainEmbeddingsWrapper
+    from ragas.metrics import SemanticSimilarity as RagasSemanticSimilarity
+
     metric = RagasSemanticSimilarity(
         embeddings=LangchainEmbeddingsWrapper(model), threshold=threshold
     )
