@@ -240,10 +240,12 @@ class RunRecord:
         fields: dict[str, Any],
         chosen: Sequence[StageRecord],
         pairs: Sequence[tuple[str, str]],
+        names: Mapping[int, str],
     ) -> None:
         """Fill framework-specific fields (``chosen``: the stage(s) ``retrieved_ids`` holds,
-        ``pairs`` their ``(id, text)`` pairs). ``retrieved_contexts`` is already the text of
-        every distinct ``(id, text)`` of the context (else of the chosen stage), in order."""
+        ``pairs`` their ``(id, text)`` pairs, ``names`` each stage's name in the sample by
+        ``id()`` of its record). ``retrieved_contexts`` is already the text of every
+        distinct ``(id, text)`` of the context (else of the chosen stage), in order."""
 
     # -- building the sample --------------------------------------------------------------
 
@@ -266,6 +268,11 @@ class RunRecord:
                     sample = self._safe_build()
                     self._ref = weakref.ref(sample, self._forget)
         return sample
+
+    def fresh_sample(self) -> RagSample:
+        """A new :class:`RagSample` of the run, not kept by the record (for a one-pass stream
+        that drops each record after it: no lock, no weak reference)."""
+        return self._safe_build()
 
     def _forget(self, ref: weakref.ref[RagSample]) -> None:
         """The built sample died: drop the dead reference too (80 bytes a record)."""
@@ -309,12 +316,12 @@ class RunRecord:
 
     def _scored(
         self, stages: Sequence[StageRecord], errors: list[str]
-    ) -> tuple[list[dict[str, Any]] | None, list[StageRecord], StageRecord | None]:
-        """The sample's stages, the stage(s) whose ranking ``retrieved_ids`` holds, and the
-        context."""
+    ) -> tuple[list[dict[str, Any]] | None, list[StageRecord], StageRecord | None, dict[int, str]]:
+        """The sample's stages, the stage(s) whose ranking ``retrieved_ids`` holds, the
+        context, and each stage's name (by ``id()`` of its record)."""
         config = self.config
         if not stages and self.context is None:
-            return None, [], None
+            return None, [], None, {}
         context, why = self.context, None
         if context is None and self.context_note is not None:
             why = self.context_note  # the adapter saw what reached the model: no ranking
@@ -334,23 +341,23 @@ class RunRecord:
                 name_hint=config.name_hint,
             )
             errors.extend(f"{where}: {message}" for where, message in legacy_notes)
-            return listed, chosen, context
+            return listed, chosen, context, names
         if config.stage == CONTEXT:
-            return listed, [] if context is None else [context], context
+            return listed, [] if context is None else [context], context, names
         for stage in stages:
             if names[id(stage)] == config.stage:
-                return listed, [stage] if stage.finished else [], context
+                return listed, [stage] if stage.finished else [], context, names
         seen = ", ".join(str(s["name"]) for s in listed)
         errors.append(
             f"stage: {config.stage!r} is not a stage of this run (stages: {seen or 'none'}); "
             f"{config.name_hint or 'name a stage as the framework names it'}"
         )
-        return listed, [], context
+        return listed, [], context, names
 
     def _build(self) -> RagSample:
         config = self.config
         errors = list(self.errors) if self.errors else []
-        listed, chosen, context = self._scored(self.stages, errors)
+        listed, chosen, context, names = self._scored(self.stages, errors)
         ids, pairs = ranking(chosen) if chosen else (None, [])
         metadata: dict[str, Any] = {"framework": config.framework}
         metadata.update(self.framework_metadata())
@@ -382,7 +389,7 @@ class RunRecord:
             shown = ranking([context])[1]
         if shown:
             fields["retrieved_contexts"] = [text for _, text in dict.fromkeys(shown)]
-        self.framework_fields(fields, chosen, pairs)
+        self.framework_fields(fields, chosen, pairs, names)
         scoped: dict[str, Any] = {}
         if isinstance(scope, Truth):
             scoped = scope.fields()

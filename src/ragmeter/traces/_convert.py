@@ -40,7 +40,6 @@ from ragmeter.capture import (
     RunRecord,
     Scope,
     StageRecord,
-    stage_names,
 )
 from ragmeter.io.otel import TraceSpan
 from ragmeter.traces._documents import (
@@ -143,6 +142,7 @@ class TraceRun(RunRecord):
         fields: dict[str, Any],
         chosen: Sequence[StageRecord],
         pairs: Sequence[tuple[str, str]],
+        names: Mapping[int, str],
     ) -> None:
         """Each stage's span id (``metadata["stage_span_ids"]``, by stage name), where
         per-document scores are written back, and for a stage whose span repeated a doc id
@@ -150,13 +150,14 @@ class TraceRun(RunRecord):
         (``metadata["stage_positions"]``)."""
         if not self.stage_spans:
             return
-        names = stage_names(self.stages)[0]
         spans: dict[str, str] = {}
         positions: dict[str, list[int]] = {}
-        for name, stage in zip(names, self.stages, strict=True):
-            if id(stage) not in self.stage_spans:
+        for stage in self.stages:
+            span_id = self.stage_spans.get(id(stage))
+            if span_id is None:
                 continue
-            spans[name] = self.stage_spans[id(stage)]
+            name = names[id(stage)]
+            spans[name] = span_id
             ids = stage.ids or []
             first = list(dict.fromkeys(ids))
             if len(first) != len(ids):  # repeats (chunks of one doc): where each first was

@@ -176,7 +176,7 @@ def iter_samples(
     config = _config(stage)
     for trace in group_traces(batches_of(source), options.counts):
         for run in runs_of_trace(trace, config, options):
-            yield run.to_sample()
+            yield run.fresh_sample()
         if counts is not None:
             counts.update(options.counts)
     if counts is not None:

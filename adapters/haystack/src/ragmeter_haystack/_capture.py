@@ -82,6 +82,7 @@ class HaystackRun(RunRecord):
         fields: dict[str, Any],
         chosen: Sequence[StageRecord],
         pairs: Sequence[tuple[str, str]],
+        names: Mapping[int, str],
     ) -> None:
         if chosen:
             fields["retrieved_texts"] = [text for stage in chosen for text in stage.texts]

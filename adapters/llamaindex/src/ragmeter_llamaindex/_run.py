@@ -112,6 +112,7 @@ class LlamaIndexRun(RunRecord):
         fields: dict[str, Any],
         chosen: Sequence[StageRecord],
         pairs: Sequence[tuple[str, str]],
+        names: Mapping[int, str],
     ) -> None:
         meta = fields["metadata"]
         node_ids: list[str] = []
