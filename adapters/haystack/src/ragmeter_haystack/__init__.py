@@ -11,12 +11,15 @@
 * :func:`pipeline_retriever` turns a pipeline into the callable
   :func:`ragmeter.evaluation.retrieval.evaluate_retrieval` takes.
 * :func:`judge` makes a Haystack chat generator the judge of ragmeter's LLM-judged metrics.
+* :func:`embedder` makes a Haystack text or document embedder the model of ragmeter's
+  embedding metrics.
 
 Loading a saved pipeline that contains these components needs this package on Haystack's
 deserialization allowlist (Haystack >= 3):
 ``Pipeline.loads(text, allowed_modules=["ragmeter_haystack"])`` or :func:`allow_deserialization`.
 """
 
+from ragmeter_haystack._embed import HaystackEmbedder, embedder
 from ragmeter_haystack._judge import HaystackJudge, judge
 from ragmeter_haystack._recorder import RagmeterRecorder
 from ragmeter_haystack._results import spread_metrics
@@ -27,12 +30,14 @@ from ragmeter_haystack.retrieval_evaluator import RagmeterRetrievalEvaluator
 
 __all__ = [
     "ALLOWED_MODULES",
+    "HaystackEmbedder",
     "HaystackJudge",
     "RagmeterAnswerEvaluator",
     "RagmeterRecorder",
     "RagmeterRetrievalEvaluator",
     "RagmeterTracer",
     "allow_deserialization",
+    "embedder",
     "judge",
     "pipeline_retriever",
     "spread_metrics",

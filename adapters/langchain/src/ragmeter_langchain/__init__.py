@@ -10,6 +10,7 @@
 """
 
 from ragmeter_langchain._convert import document_id
+from ragmeter_langchain._embed import LangChainEmbedder, embedder
 from ragmeter_langchain._handler import RagmeterCallbackHandler
 from ragmeter_langchain._judge import LangChainJudge, judge
 from ragmeter_langchain._retriever import as_retriever_fn
@@ -18,12 +19,14 @@ from ragmeter_langchain._stage import StageMarker, stage
 __version__ = "0.1.0"
 
 __all__ = [
+    "LangChainEmbedder",
     "LangChainJudge",
     "RagmeterCallbackHandler",
     "StageMarker",
     "__version__",
     "as_retriever_fn",
     "document_id",
+    "embedder",
     "judge",
     "stage",
 ]

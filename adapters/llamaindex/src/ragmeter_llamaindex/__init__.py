@@ -9,12 +9,15 @@
 * :func:`query_engine_retriever` -- an index or retriever as the callable
   :func:`ragmeter.evaluate_retrieval` runs.
 * :func:`judge` -- any LlamaIndex LLM as the judge of ragmeter's LLM-judged metrics.
+* :func:`embedder` -- any LlamaIndex ``BaseEmbedding`` as the model of ragmeter's
+  embedding metrics.
 
 Every number is computed by the ragmeter core; this package only translates.
 """
 
 from __future__ import annotations
 
+from ragmeter_llamaindex._embed import LlamaIndexEmbedder, embedder
 from ragmeter_llamaindex._evaluator import RagmeterEvaluationResult, RagmeterEvaluator
 from ragmeter_llamaindex._handler import RagmeterEventHandler
 from ragmeter_llamaindex._judge import LlamaIndexJudge, judge
@@ -29,6 +32,7 @@ from ragmeter_llamaindex._retriever import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "LlamaIndexEmbedder",
     "LlamaIndexJudge",
     "RagmeterEvaluationResult",
     "RagmeterEvaluator",
@@ -37,6 +41,7 @@ __all__ = [
     "__version__",
     "check_doc_id",
     "check_id_field",
+    "embedder",
     "judge",
     "node_doc_id",
     "query_engine_retriever",
