@@ -48,6 +48,7 @@ def test_quickstart_runs_and_gives_trec_eval_ndcg() -> None:
         "big_chunk = Chunk",
         "ragmeter.traces.read(",
         'measures=["ndcg_cut.10"',
+        'metrics = ["token_f1", "semantic_similarity"',
     ],
 )
 def test_printed_values_match_the_comments(marker: str) -> None:
