@@ -1,6 +1,7 @@
 """Embedding-based answer metrics with any framework's embedding model: cached, bounded."""
 
 from ragmeter.embed.cache import EmbedCache, default_embed_cache_path, embed_key
+from ragmeter.embed.identity import is_plain, model_identity, vectors_for
 from ragmeter.embed.metrics import (
     EMBED_METRICS,
     EmbedMetric,
@@ -40,6 +41,9 @@ __all__ = [
     "default_embed_cache_path",
     "embed_key",
     "estimate_embeddings",
+    "is_plain",
     "load_default_embedder",
+    "model_identity",
     "run_embeddings",
+    "vectors_for",
 ]

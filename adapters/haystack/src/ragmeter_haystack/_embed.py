@@ -11,9 +11,8 @@ from typing import Any
 from haystack import Document
 from haystack.core.serialization import component_to_dict
 
-from ragmeter.embed import Vector
+from ragmeter.embed import Vector, model_identity, vectors_for
 from ragmeter.errors import InvalidTypeError, RagmeterError
-from ragmeter.judge import clean_identity
 
 __all__ = ["HaystackEmbedder", "embedder"]
 
@@ -29,17 +28,6 @@ _NOT_IDENTITY = frozenset(
         "http_client",
     }
 )
-
-
-def _plain(value: Any) -> bool:
-    """A JSON scalar, or lists/dicts of them (no live objects in an identity)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v) for v in value)
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
 
 
 def _kind(component: Any) -> str:
@@ -100,12 +88,7 @@ class HaystackEmbedder:
             params = dict(component_to_dict(self.component, "embedder").get("init_parameters", {}))
         except Exception:  # a token secret or a lambda cannot serialise: read the attributes
             params = _init_attributes(self.component)  # named like the init parameters
-        kept = {k: v for k, v in params.items() if k not in _NOT_IDENTITY and _plain(v)}
-        return {
-            "framework": "haystack",
-            "class": type(self.component).__name__,
-            **clean_identity(kept),
-        }
+        return model_identity("haystack", self.component, params, _NOT_IDENTITY)
 
     def _warm_up(self) -> None:
         with self._warm_lock:
@@ -132,23 +115,13 @@ class HaystackEmbedder:
         """One vector per text, in order (see the class docstring for how it runs)."""
         if not self._warm:
             await asyncio.to_thread(self._warm_up)
-        name = type(self.component).__name__
         if self.kind == "documents":
             result = await self._run(documents=[Document(content=t) for t in texts])
             docs = list(result.get("documents") or [])
-            if len(docs) != len(texts):
-                raise RagmeterError(
-                    f"haystack {name} returned {len(docs)} documents for {len(texts)} texts"
-                )
             vectors = [getattr(d, "embedding", None) for d in docs]
         else:
             vectors = [(await self._run(text=t)).get("embedding") for t in texts]
-        out: list[Vector] = []
-        for text, vector in zip(texts, vectors, strict=True):
-            if vector is None:
-                raise RagmeterError(f"haystack {name} gave no embedding for the text {text[:60]!r}")
-            out.append([float(x) for x in vector])
-        return out
+        return vectors_for(texts, vectors, f"haystack {type(self.component).__name__}.run")
 
 
 def embedder(component: Any) -> HaystackEmbedder:

@@ -7,9 +7,8 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from ragmeter.embed import Vector
-from ragmeter.errors import InvalidTypeError, RagmeterError
-from ragmeter.judge import clean_identity
+from ragmeter.embed import Vector, model_identity, vectors_for
+from ragmeter.errors import InvalidTypeError
 
 __all__ = ["LangChainEmbedder", "embedder"]
 
@@ -35,33 +34,14 @@ _NOT_IDENTITY = frozenset(
 )
 
 
-def _plain(value: Any) -> bool:
-    """A value fit for an identity: a JSON scalar, or lists/dicts of them (no client objects,
-    whose ``str`` would carry a memory address and change every run)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v) for v in value)
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
-
-
-def _public_settings(model: Any) -> dict[str, Any]:
-    """The model's public fields (pydantic ``model_dump`` when it is a pydantic model, else
-    its public instance attributes), plain values only, secrets removed."""
-    fields: Mapping[str, Any]
+def _public_settings(model: Any) -> Mapping[str, Any]:
+    """The model's fields: pydantic ``model_dump`` when it is a pydantic model, else its
+    instance attributes (:func:`ragmeter.embed.model_identity` keeps the public plain ones)."""
     try:
         dump = getattr(model, "model_dump", None)
-        fields = dump() if callable(dump) else vars(model)
+        return dump() if callable(dump) else vars(model)  # type: ignore[no-any-return]
     except Exception:  # a model whose fields cannot be read still embeds
-        fields = {}
-    kept = {
-        str(k): v
-        for k, v in fields.items()
-        if not str(k).startswith("_") and str(k) not in _NOT_IDENTITY and _plain(v)
-    }
-    return clean_identity(kept)
+        return {}
 
 
 class LangChainEmbedder:
@@ -85,21 +65,15 @@ class LangChainEmbedder:
     @property
     def identity(self) -> Mapping[str, Any]:
         """Framework, model class and public settings (secrets left out)."""
-        return {
-            "framework": "langchain",
-            "class": type(self.embeddings).__name__,
-            **_public_settings(self.embeddings),
-        }
+        return model_identity(
+            "langchain", self.embeddings, _public_settings(self.embeddings), _NOT_IDENTITY
+        )
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         """One vector per text, in order: ``await embeddings.aembed_documents(texts)``."""
         vectors = await self.embeddings.aembed_documents(list(texts))
-        if len(vectors) != len(texts):
-            raise RagmeterError(
-                f"langchain {type(self.embeddings).__name__}.aembed_documents returned "
-                f"{len(vectors)} vectors for {len(texts)} texts"
-            )
-        return [[float(x) for x in vector] for vector in vectors]
+        where = f"langchain {type(self.embeddings).__name__}.aembed_documents"
+        return vectors_for(texts, vectors, where)
 
 
 def embedder(embeddings: Embeddings) -> LangChainEmbedder:

@@ -7,9 +7,8 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from ragmeter.embed import Vector
-from ragmeter.errors import InvalidTypeError, RagmeterError
-from ragmeter.judge import clean_identity
+from ragmeter.embed import Vector, model_identity, vectors_for
+from ragmeter.errors import InvalidTypeError
 
 __all__ = ["LlamaIndexEmbedder", "embedder"]
 
@@ -27,17 +26,6 @@ _NOT_IDENTITY = frozenset(
         "show_progress",
     }
 )
-
-
-def _plain(value: Any) -> bool:
-    """A JSON scalar, or lists/dicts of them (no client objects in an identity)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v) for v in value)
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
 
 
 class LlamaIndexEmbedder:
@@ -64,26 +52,13 @@ class LlamaIndexEmbedder:
             fields = self.embed_model.model_dump()
         except Exception:  # a model whose fields cannot be read still embeds
             fields = {"model_name": getattr(self.embed_model, "model_name", None)}
-        kept = {
-            str(k): v
-            for k, v in fields.items()
-            if not str(k).startswith("_") and str(k) not in _NOT_IDENTITY and _plain(v)
-        }
-        return {
-            "framework": "llamaindex",
-            "class": type(self.embed_model).__name__,
-            **clean_identity(kept),
-        }
+        return model_identity("llamaindex", self.embed_model, fields, _NOT_IDENTITY)
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         """One vector per text, in order: ``await embed_model.aget_text_embedding_batch``."""
         vectors = await self.embed_model.aget_text_embedding_batch(list(texts))
-        if len(vectors) != len(texts):
-            raise RagmeterError(
-                f"llamaindex {type(self.embed_model).__name__}.aget_text_embedding_batch "
-                f"returned {len(vectors)} vectors for {len(texts)} texts"
-            )
-        return [[float(x) for x in vector] for vector in vectors]
+        where = f"llamaindex {type(self.embed_model).__name__}.aget_text_embedding_batch"
+        return vectors_for(texts, vectors, where)
 
 
 def embedder(embed_model: BaseEmbedding) -> LlamaIndexEmbedder:
