@@ -131,7 +131,7 @@ def test_a_document_embedder_that_loses_documents_is_named() -> None:
         def run(self, documents: list[Document]) -> dict[str, Any]:
             return {"documents": documents[:1]}
 
-    with pytest.raises(RagmeterError, match="Lossy.run returned 1 vectors for 2 texts"):
+    with pytest.raises(RagmeterError, match=r"Lossy\.run returned 1 vectors for 2 texts"):
         asyncio.run(embedder(Lossy()).embed(["a", "b"]))
 
     @component
@@ -140,7 +140,7 @@ def test_a_document_embedder_that_loses_documents_is_named() -> None:
         def run(self, documents: list[Document]) -> dict[str, Any]:
             return {"documents": documents}
 
-    with pytest.raises(RagmeterError, match="NoVector.run gave no embedding for the text 'a'"):
+    with pytest.raises(RagmeterError, match=r"NoVector\.run gave no embedding for the text 'a'"):
         asyncio.run(embedder(NoVector()).embed(["a"]))
 
 
