@@ -22,13 +22,13 @@ from scipy.spatial.distance import cosine as cosine_distance
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-import ragmeter  # noqa: E402
-from ragmeter.embed import EmbedOptions, FunctionEmbedder, runner  # noqa: E402
-from ragmeter.embed import default as default_module  # noqa: E402
-from ragmeter.embed.default import default_embedder  # noqa: E402
-from ragmeter.server import _limits, create_app  # noqa: E402
+import ragmeter
+from ragmeter.embed import EmbedOptions, FunctionEmbedder, runner
+from ragmeter.embed import default as default_module
+from ragmeter.embed.default import default_embedder
+from ragmeter.server import _limits, create_app
 
 NAMES = ["semantic_similarity", "semantic_context_recall", "semantic_context_precision"]
 SAMPLES: list[dict[str, Any]] = [

@@ -216,4 +216,3 @@ def add_embeds(report: RagEvalReport, embedded: EmbedPartial, n: int) -> None:
         setattr(run, attr, counts.get(name, 0))
     add_embed_run(report, run, Counter(embedded.notes), embedded.cache_path)
     report.__dict__.pop("summaries", None)
-

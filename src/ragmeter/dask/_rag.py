@@ -171,12 +171,13 @@ def _merge(*parts: _Part) -> _Part:
     partial = _empty(parts[0].partial)
     for part in parts:
         partial.merge(part.partial)
-    models = []
-    for which in ("judged", "embedded"):
+    models: list[Any] = []
+    for which in ("judged", "embedded"):  # a ModelPartial of each part, or None in every one
         first = getattr(parts[0], which)
         merged = None if first is None else first.empty_like()
-        for part in parts if merged is not None else ():
-            merged.merge(getattr(part, which))
+        if merged is not None:
+            for part in parts:
+                merged.merge(getattr(part, which))
         models.append(merged)
     return _Part(partial, *models)
 

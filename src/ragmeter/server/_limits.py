@@ -358,7 +358,8 @@ class _Stop:
 
 
 def _stopped(exc: _Stopped, unit: str) -> Response:
-    progress = "" if exc.total is None else f" after {exc.done} of {exc.total} {exc.unit or unit}"
+    counted = exc.unit or unit
+    progress = "" if exc.total is None else f" after {exc.done} of {exc.total} {counted}"
     if exc.disconnected:
         logger.info("client disconnected: scoring stopped%s", progress)
         return Response(status_code=499)  # nobody reads it (nginx's "client closed request")

@@ -111,8 +111,9 @@ def _evaluate_work(
 
     The embedding metrics' names use the offline default model (``ragmeter[semantic]``),
     with the embedding cache ``embed_cache`` (the app's; its path is not sent to the
-    client); without the extra they are a 422 naming it, before anything is scored. The time budget and a hang-up are checked
-    between samples, and between two batches of texts to embed.
+    client); without the extra they are a 422 naming it, before anything is scored. The
+    time budget and a hang-up are checked between samples, and between two batches of
+    texts to embed.
     """
     try:
         payload = model.model_validate(_parse(body))
