@@ -174,3 +174,31 @@ def test_the_time_budget_stops_between_batches_of_texts(monkeypatch: pytest.Monk
     # stopped between batches: the ones in flight (and those started meanwhile) finish,
     # no more; the 641 texts would take 11 batches
     assert len(batches) <= 2 * EmbedOptions().concurrency < 641 // 64
+
+
+def test_ragmeter_serve_passes_the_embedding_cache_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ragmeter import cli, server
+
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(server, "run", lambda **kwargs: seen.append(kwargs))
+    cache = tmp_path / "e.sqlite"
+    assert cli.run(["serve", "--embed-cache", str(cache)]) == 0
+    assert cli.run(["serve", "--embed-cache", str(tmp_path)]) == 0  # a directory: the file in it
+    assert cli.run(["serve", "--no-embed-cache"]) == 0
+    assert cli.run(["serve"]) == 0
+    assert [s["embed_cache"] for s in seen] == [
+        cache,
+        tmp_path / "embed-cache.sqlite",
+        None,
+        "default",
+    ]
+    cache.write_text("not a cache")
+    assert cli.run(["serve", "--embed-cache", str(cache)]) == 1
+    assert "not a usable embedding cache" in capsys.readouterr().err
+    # and the app takes what the command passes
+    app = create_app(embed_cache=cache.with_name("fresh.sqlite"))
+    assert app.state.embed_cache == str(tmp_path / "fresh.sqlite")
+    with pytest.raises(ragmeter.errors.InvalidInputError, match="embed_cache must be"):
+        create_app(embed_cache=3)  # type: ignore[arg-type]
