@@ -2,10 +2,10 @@
 
 The oracles are :func:`ragmeter.evaluate_rag` on one machine (the same samples, the same
 embedder) and scipy's cosine distance over the offline default model's vectors. The
-LocalCluster test runs two worker processes: each loads the default model from its own
-installation (it pickles as its name), both write one SQLite cache, and a re-run makes no
-model call, counted by the report's cache hits and by a file every model call appends to
-(worker processes share no Python counter).
+LocalCluster test runs two worker processes: they load the default model from their own
+installation (it pickles as its name) and write one SQLite cache; after a restart (new
+processes, only the file left), a re-run makes no model call, counted by the report's cache
+hits and by a file every model call appends to (processes share no Python counter).
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ from scipy.spatial.distance import cosine as cosine_distance
 import ragmeter
 import ragmeter.dask as rdask
 from ragmeter.dask._embeds import _Frozen
-from ragmeter.embed import FunctionEmbedder, SemanticContextPrecision, SemanticSimilarity
+from ragmeter.embed import (
+    EmbedCache,
+    FunctionEmbedder,
+    SemanticContextPrecision,
+    SemanticSimilarity,
+)
 from ragmeter.embed import default as default_module
 from ragmeter.embed.default import default_embedder
 from ragmeter.errors import InvalidInputError, MissingDependencyError, NoSamplesError, RagmeterError
@@ -204,8 +209,11 @@ def test_partitions_share_one_cache_and_a_rerun_embeds_nothing(tmp_path: Path) -
     assert first.extra["embed_calls"] == len(calls) > 0
     assert first.extra["embed_embedded"] == sum(int(line.split()[1]) for line in calls)
     assert first.extra["embed_cache"] == str(cache)
-    again = rdask.evaluate_rag(bag, metrics=[metric], embed_cache=cache, per_sample=True)
+    opened = EmbedCache(cache)  # an open cache travels to the workers as its path
+    again = rdask.evaluate_rag(bag, metrics=[metric], embed_cache=opened, per_sample=True)
+    opened.close()
     _same(again, expected)
+    assert again.extra["embed_cache"] == str(cache.absolute())
     assert (again.extra["embed_calls"], again.extra["embed_embedded"]) == (0, 0)
     # each partition's distinct texts: embedded or read the first time, all read now
     distinct = first.extra["embed_embedded"] + first.extra["embed_cache_hits"]
@@ -270,7 +278,7 @@ def _default_models_loaded() -> list[str]:
 def test_two_worker_processes_share_the_cache_and_rerun_with_no_model_call(
     tmp_path: Path,
 ) -> None:
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import Client, LocalCluster
 
     samples = _samples(240, seed=8)
     log = tmp_path / "calls.log"
@@ -280,7 +288,7 @@ def test_two_worker_processes_share_the_cache_and_rerun_with_no_model_call(
     log.unlink()
     cache = tmp_path / "shared" / "embed.sqlite"
     cache.parent.mkdir()
-    bag = db.from_sequence(samples, npartitions=6)
+    bag = db.from_sequence(samples, npartitions=8)
     with (
         LocalCluster(
             n_workers=2,
@@ -295,17 +303,21 @@ def test_two_worker_processes_share_the_cache_and_rerun_with_no_model_call(
         Client(cluster, set_as_default=False) as client,
     ):
         client.wait_for_workers(2, timeout=60)
-        with get_task_stream(client) as stream:
-            first = rdask.evaluate_rag(
-                bag, metrics=metrics, embed_cache=cache, client=client, per_sample=True
-            )
-        assert len({t["worker"] for t in stream.data if "-part-" in str(t["key"])}) == 2
-        loaded = client.run(_default_models_loaded)  # each worker loaded the model itself
-        assert list(loaded.values()) == [["wordllama-l2_supercat-256"]] * 2
+        before = set(client.run(os.getpid).values())
+        first = rdask.evaluate_rag(
+            bag, metrics=metrics, embed_cache=cache, client=client, per_sample=True
+        )
         _same(first, expected)
-        callers = [line.split() for line in log.read_text().splitlines()]
-        assert len({pid for pid, _ in callers}) == 2  # both worker processes called bow
-        assert first.extra["embed_calls"] > len(callers)  # the default model's calls too
+        # the model was loaded in the worker processes that scored, from their installation
+        loaded = [m for m in client.run(_default_models_loaded).values() if m]
+        assert loaded and all(m == ["wordllama-l2_supercat-256"] for m in loaded)
+        callers = {int(line.split()[0]) for line in log.read_text().splitlines()}
+        assert callers and callers <= before and os.getpid() not in callers
+        calls = len(log.read_text().splitlines())
+        assert first.extra["embed_calls"] > calls  # the default model's calls too
+        client.restart()  # new worker processes: nothing left in memory, only the file
+        client.wait_for_workers(2, timeout=60)
+        assert not set(client.run(os.getpid).values()) & before
         again = rdask.evaluate_rag(
             bag, metrics=metrics, embed_cache=cache, client=client, per_sample=True
         )
@@ -313,4 +325,4 @@ def test_two_worker_processes_share_the_cache_and_rerun_with_no_model_call(
     assert (again.extra["embed_calls"], again.extra["embed_embedded"]) == (0, 0)
     distinct = first.extra["embed_embedded"] + first.extra["embed_cache_hits"]
     assert again.extra["embed_cache_hits"] == distinct > 0
-    assert len(log.read_text().splitlines()) == len(callers)  # no call on the re-run
+    assert len(log.read_text().splitlines()) == calls  # no call on the re-run
