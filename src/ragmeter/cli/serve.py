@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._app import app
+from ragmeter.cli._embed import EmbedCacheOpt, NoEmbedCacheOpt, embed_cache_arg
 
 
 @app.command()
@@ -62,6 +63,8 @@ def serve(
         int | None,
         typer.Option(min=1, help="Seconds an idle keep-alive connection stays open; default 5."),
     ] = None,
+    embed_cache: EmbedCacheOpt = None,
+    no_embed_cache: NoEmbedCacheOpt = False,
 ) -> None:
     """Run the HTTP server (needs the optional 'server' extra: fastapi, uvicorn)."""
     from ragmeter.errors import MissingDependencyError
@@ -88,6 +91,7 @@ def serve(
         )
         if value is not None
     }
+    options["embed_cache"] = embed_cache_arg(embed_cache, no_embed_cache)
     server.run(host=host, port=port, **options)
 
 

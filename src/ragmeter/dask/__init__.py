@@ -12,8 +12,9 @@ lost partial once, and the report merges exactly one result per partition.
 
 Needs ``pip install 'ragmeter[dask]'`` (``dask[distributed]``); ``import ragmeter`` never
 imports Dask. Connect to a cluster with ``distributed.Client("tcp://scheduler:8786")``
-before calling (or pass ``client=``); without a client Dask's local scheduler is used. See
-``docs/dask.md``.
+before calling (or pass ``client=``); without a client Dask's local scheduler is used. Judge
+and embedding metrics run on the workers, with caches every worker opens (``judge_cache=``,
+``embed_cache=``). See ``docs/dask.md``.
 
 >>> import dask, dask.bag as db, ragmeter
 >>> qrels = {"q1": {"d1": 1}, "q2": {"d2": 2, "d3": 1}, "q3": {"d9": 1}}

@@ -1,7 +1,8 @@
 """``ragmeter.dask.evaluate_rag``: :func:`ragmeter.evaluate_rag` over a Dask bag or dataframe.
 
 One task per partition scores its samples into a :class:`~ragmeter.evaluation.rag.RagPartial`
-(and runs the judge metrics there, see :mod:`ragmeter.dask._judges`); the partials are
+(and runs the judge and embedding metrics there, see :mod:`ragmeter.dask._judges` and
+:mod:`ragmeter.dask._embeds`); the partials are
 merged in partition order by a tree of tasks; the client turns the merged partial into the
 report with :func:`~ragmeter.evaluation.rag.rag_report`, the code that ends a pass on one
 machine. Repeated sample ids are counted in a second, light pass over the ids whose root
@@ -29,6 +30,7 @@ from ragmeter.dask._collections import (
 )
 from ragmeter.errors import InvalidInputError, NoSamplesError, RagmeterError
 from ragmeter.evaluation._rag_rules import DEFAULT_K, _cut_offs, _resolve, _split_judges
+from ragmeter.evaluation.embedded import split_embedded
 from ragmeter.evaluation.rag import RagPartial, rag_partial, rag_report
 from ragmeter.metrics.base import RagMetric
 from ragmeter.report import RagEvalReport, WarningLog
@@ -60,16 +62,18 @@ class _Spec:
     """What every partition task needs (one task of the graph, sent once)."""
 
     metrics: list[RagMetric] | None
-    """The deterministic metrics, resolved on the client; ``None``: judge metrics only."""
+    """The deterministic metrics, resolved on the client; ``None``: model-scored only."""
     k_values: tuple[int, ...]
     keep: bool
     judges: Any  # a ragmeter.dask._judges.JudgeSpec, or None
+    embeds: Any = None  # a ragmeter.dask._embeds.EmbedSpec, or None
 
 
 @dataclass
 class _Part:
     partial: RagPartial
     judged: Any  # a ragmeter.dask._judges.JudgePartial, or None
+    embedded: Any = None  # a ragmeter.dask._embeds.EmbedPartial, or None
 
 
 def _absent(value: object) -> bool:
@@ -125,13 +129,11 @@ def _score_part(part: Any, spec: _Spec, number: int) -> _Part:
     """One partition's partial (the task)."""
     try:
         items = _records(part)
-        if spec.judges is None:
+        if spec.judges is None and spec.embeds is None:
             partial = rag_partial(
                 items, metrics=spec.metrics, k_values=spec.k_values, keep=spec.keep
             )
             return _Part(partial, None)
-        from ragmeter.dask._judges import judge_partition
-
         samples = [coerce_sample(s, index=i) for i, s in enumerate(items)]
         if spec.metrics is None:
             partial = _bare(samples, spec.keep)
@@ -139,7 +141,16 @@ def _score_part(part: Any, spec: _Spec, number: int) -> _Part:
             partial = rag_partial(
                 samples, metrics=spec.metrics, k_values=spec.k_values, keep=spec.keep
             )
-        return _Part(partial, judge_partition(samples, spec.judges, kept=spec.keep))
+        judged = embedded = None
+        if spec.judges is not None:
+            from ragmeter.dask._judges import judge_partition
+
+            judged = judge_partition(samples, spec.judges, kept=spec.keep)
+        if spec.embeds is not None:
+            from ragmeter.dask._embeds import embed_partition
+
+            embedded = embed_partition(samples, spec.embeds, kept=spec.keep)
+        return _Part(partial, judged, embedded)
     except RagmeterError as exc:
         _note(exc, number)
         raise
@@ -160,21 +171,15 @@ def _merge(*parts: _Part) -> _Part:
     partial = _empty(parts[0].partial)
     for part in parts:
         partial.merge(part.partial)
-    judged = None
-    if parts[0].judged is not None:
-        from ragmeter.dask._judges import JudgePartial
-
-        first = parts[0].judged
-        judged = JudgePartial(
-            keys=list(first.keys),
-            better=dict(first.better),
-            applies=dict.fromkeys(first.keys, False),
-            kept=first.kept,
-            distributions={} if first.kept else {key: Distribution() for key in first.keys},
-        )
-        for part in parts:
-            judged.merge(part.judged)
-    return _Part(partial, judged)
+    models: list[Any] = []
+    for which in ("judged", "embedded"):  # a ModelPartial of each part, or None in every one
+        first = getattr(parts[0], which)
+        merged = None if first is None else first.empty_like()
+        if merged is not None:
+            for part in parts:
+                merged.merge(getattr(part, which))
+        models.append(merged)
+    return _Part(partial, *models)
 
 
 def _final(part: _Part) -> _Part:
@@ -182,7 +187,7 @@ def _final(part: _Part) -> _Part:
     roots = part.partial.roots
     if roots is None:
         return part
-    return _Part(replace(part.partial, roots=roots.repeated_only()), part.judged)
+    return replace(part, partial=replace(part.partial, roots=roots.repeated_only()))
 
 
 def _raw_id(item: Any, index: int) -> str | None:
@@ -226,6 +231,8 @@ def evaluate_rag(
     warnings: Iterable[str] | WarningLog | None = None,
     judge_cache: Any = "default",
     judge_options: Any = None,
+    embed_cache: Any = "default",
+    embed_options: Any = None,
     client: Any = None,
     split_every: int = 8,
     k: int | None = None,
@@ -236,7 +243,8 @@ def evaluate_rag(
     objects or mappings with Ragas or rag-eval field names) or a ``dask.dataframe.DataFrame``
     whose columns are sample fields (a missing cell is an absent field). ``metrics``,
     ``k_values`` (and its deprecated name ``k``), ``prices``, ``skipped_lines``,
-    ``warnings``, ``judge_cache`` and ``judge_options`` are :func:`ragmeter.evaluate_rag`'s.
+    ``warnings``, ``judge_cache``, ``judge_options``, ``embed_cache`` and ``embed_options``
+    are :func:`ragmeter.evaluate_rag`'s.
     ``metrics`` (and registered names) are resolved here and sent to the workers.
 
     The report is the one :func:`ragmeter.evaluate_rag` returns for all the samples in
@@ -252,7 +260,15 @@ def evaluate_rag(
     ``judge_cache`` opened there (give a path every worker can reach to share one cache)
     and one call/token budget for the whole evaluation (``judge_options.max_calls`` and
     ``max_tokens``, counted by the scheduler); concurrency and rate limit apply per
-    partition. See ``docs/dask.md``.
+    partition. Embedding metrics (``semantic_similarity``, ``semantic_context_recall``,
+    ``semantic_context_precision`` by name with the offline default model, or
+    :class:`ragmeter.embed.SemanticSimilarity` ... objects with your embedder, which must
+    pickle) run on the workers too, each partition with the embedding cache at
+    ``embed_cache`` opened there: give a path every worker can reach and they share it, so
+    a re-run makes no model call. Their scores are one machine's; ``extra["embed_calls"]``,
+    ``["embed_cache_hits"]`` and the other counts are sums over the partitions (a text two
+    partitions need is counted, and embedded when not cached yet, in each). See
+    ``docs/dask.md``.
 
     ``client`` is a ``distributed.Client`` (default: the current default client, else
     Dask's configured scheduler); ``split_every`` is how many partials a merge task takes.
@@ -262,33 +278,29 @@ def evaluate_rag(
     """
     ks = _cut_offs(k_values, k, caller="ragmeter.dask.evaluate_rag", stacklevel=2)
     _check_options(per_sample, skipped_lines)
+    embeds, metrics = split_embedded(metrics)
     judges, other = _split_judges(metrics)
     parts = partitions(samples, "evaluate_rag samples")
     if is_dataframe(samples):
         check_not_strings(samples, _STRUCTURED, "samples")
-    resolved = None if judges and not other else _resolve(other, ks, prices)[0]
+    resolved = None if (judges or embeds) and not other else _resolve(other, ks, prices)[0]
     client = active_client(client)
     prefix = task_prefix("rag")
     scheduler = None
-    judge_spec = None
+    judge_spec = embed_spec = None
     budget: Any = None
     if judges:
         judge_spec, budget, scheduler = _judge_setup(
             judges, judge_cache, judge_options, client, prefix
         )
-    spec = one_task(_Spec(resolved, ks, per_sample, judge_spec), prefix)
+    if embeds:
+        from ragmeter.dask._embeds import embed_spec as make_embed_spec
+
+        embed_spec = make_embed_spec(embeds, embed_cache, embed_options)
+    spec = one_task(_Spec(resolved, ks, per_sample, judge_spec, embed_spec), prefix)
     merged, granted = _compute(parts, spec, prefix, split_every, client, scheduler, budget)
     partial = merged.partial
-    n = partial.n
-    if judges:
-        from ragmeter.dask._judges import add_judges, check_applies
-
-        if n == 0:
-            raise NoSamplesError(
-                "evaluate_rag got no samples: pass a non-empty list of RagSample objects or "
-                "mappings"
-            )
-        check_applies(merged.judged, judges, n)
+    _check_model_metrics(merged, judges, embeds)
     if resolved is not None:
         repeats = None
         if partial.roots is not None and partial.roots.repeated().size:
@@ -305,10 +317,36 @@ def evaluate_rag(
     else:
         report = _judged_only(partial, skipped_lines, warnings)
     if judges:
-        add_judges(report, merged.judged, n)
+        from ragmeter.dask._judges import add_judges
+
+        add_judges(report, merged.judged, partial.n)
         if granted is not None:
             report.extra["judge_budget"] = {"calls": granted[0], "tokens": granted[1]}
+    if embeds:
+        from ragmeter.dask._embeds import add_embeds
+
+        add_embeds(report, merged.embedded, partial.n)
     return report
+
+
+def _check_model_metrics(merged: _Part, judges: list[Any], embeds: list[Any]) -> None:
+    """Refuse what one machine refuses before scoring model metrics: no samples, and an
+    embedding or judge metric no sample has the fields for (in that order)."""
+    n = merged.partial.n
+    if not (judges or embeds):
+        return
+    if n == 0:
+        raise NoSamplesError(
+            "evaluate_rag got no samples: pass a non-empty list of RagSample objects or mappings"
+        )
+    if embeds:
+        from ragmeter.dask._embeds import check_embeds
+
+        check_embeds(merged.embedded, embeds, n)
+    if judges:
+        from ragmeter.dask._judges import check_applies
+
+        check_applies(merged.judged, judges, n)
 
 
 def _check_options(per_sample: object, skipped_lines: int) -> None:

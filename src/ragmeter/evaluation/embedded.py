@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.embed.cache import EmbedCache
@@ -34,10 +34,24 @@ from ragmeter.metrics.base import RAG_METRICS, RagMetric
 from ragmeter.report import RagEvalReport
 from ragmeter.schema import RagSample, SampleLike, coerce_sample
 
-__all__ = ["DEFAULT_CACHE", "evaluate_with_embeddings", "open_embed_cache", "split_embedded"]
+__all__ = [
+    "DEFAULT_CACHE",
+    "NONE_SCORED",
+    "add_embed_run",
+    "check_embed_names",
+    "evaluate_with_embeddings",
+    "note_counts",
+    "open_embed_cache",
+    "sample_score",
+    "split_embedded",
+    "unscorable",
+]
 
 DEFAULT_CACHE = "default"
 """``embed_cache=DEFAULT_CACHE`` (the default) uses the user cache directory."""
+
+NONE_SCORED = "the embedding model scored no sample (each sample's reason is in details)"
+"""Why an embedding metric with no score at all is left out of a report's ``metrics``."""
 
 EmbedCacheArg = str | os.PathLike[str] | EmbedCache | None
 
@@ -112,7 +126,7 @@ def evaluate_with_embeddings(
             cache.close()
     for metric in embed_metrics:
         _add_scores(report, run, metric, ids)
-    _add_run(report, run, cache)
+    add_embed_run(report, run, note_counts(run), None if cache is None else str(cache.path))
     report.__dict__.pop("summaries", None)  # drop a cached summary computed before the merge
     return report
 
@@ -127,48 +141,67 @@ def _embeddable(
         raise NoSamplesError(
             "evaluate_rag got no samples: pass a non-empty list of RagSample objects or mappings"
         )
-    names = [m.name for m in embed_metrics]
+    check_embed_names(embed_metrics)
     for metric in embed_metrics:
-        if names.count(metric.name) > 1:
+        if not any(metric.applies_to(s) for s in coerced):
+            raise unscorable(metric, len(coerced))
+    return coerced
+
+
+def check_embed_names(embed_metrics: Sequence[EmbedMetric]) -> None:
+    """Refuse an embedding metric asked for twice (one report, one score per name)."""
+    names = [m.name for m in embed_metrics]
+    for name in names:
+        if names.count(name) > 1:
             raise InvalidInputError(
-                f"{metric.name} is asked for twice (e.g. with two embedders): one report "
+                f"{name} is asked for twice (e.g. with two embedders): one report "
                 "holds one score per metric name; evaluate each embedder in its own run"
             )
-        if not any(metric.applies_to(s) for s in coerced):
-            raise InvalidInputError(
-                f"{metric.name} needs {metric.requirement} on a sample; none of the "
-                f"{len(coerced)} samples has them"
-            )
-    return coerced
+
+
+def unscorable(metric: EmbedMetric, n: int) -> InvalidInputError:
+    """The error for an embedding metric none of the ``n`` samples can be scored on."""
+    return InvalidInputError(
+        f"{metric.name} needs {metric.requirement} on a sample; none of the {n} samples has them"
+    )
 
 
 def _add_scores(report: RagEvalReport, run: EmbedRun, metric: EmbedMetric, ids: list[str]) -> None:
     """Put one metric's per-sample scores, notes, reasons and details, and its mean, in
     the report (or say why it has none)."""
-    key = metric.name
-    rows: list[tuple[str, float | None, dict[str, Any]]] = []
-    for sid in ids:
-        value = run.scores.get(sid, {}).get(key)
-        info: dict[str, Any] = dict(run.details.get(sid, {}).get(key) or {})
-        reason = run.reasons.get(sid, {}).get(key)
-        if reason and value is None:
-            info["reason"] = reason
-        notes = run.notes.get(sid, {}).get(key)
-        if notes:
-            info["notes"] = list(notes)
-        rows.append((sid, value, info))
-    why = "the embedding model scored no sample (each sample's reason is in details)"
-    add_metric(report, key, metric.higher_is_better, rows, why)
+    rows = [(sid, *sample_score(run, metric.name, sid)) for sid in ids]
+    add_metric(report, metric.name, metric.higher_is_better, rows, NONE_SCORED)
 
 
-def _add_run(report: RagEvalReport, run: EmbedRun, cache: EmbedCache | None) -> None:
-    """Put what the run took (models, calls, cache hits) and its notes in ``extra`` and
-    ``warnings``."""
+def sample_score(run: EmbedRun, key: str, sid: str) -> tuple[float | None, dict[str, Any]]:
+    """Sample ``sid``'s score of metric ``key`` in ``run``, and its details for the report
+    (the metric's detail, the reason for a ``None``, the notes)."""
+    value = run.scores.get(sid, {}).get(key)
+    info: dict[str, Any] = dict(run.details.get(sid, {}).get(key) or {})
+    reason = run.reasons.get(sid, {}).get(key)
+    if reason and value is None:
+        info["reason"] = reason
+    notes = run.notes.get(sid, {}).get(key)
+    if notes:
+        info["notes"] = list(notes)
+    return value, info
+
+
+def note_counts(run: EmbedRun) -> Counter[str]:
+    """How many samples got each note, as ``"<metric>: <note>"`` -> count."""
     counts: Counter[str] = Counter()
     for row in run.notes.values():
         for name, notes in row.items():
             for note in notes:
                 counts[f"{name}: {note}"] += 1
+    return counts
+
+
+def add_embed_run(
+    report: RagEvalReport, run: EmbedRun, counts: Mapping[str, int], cache_path: str | None
+) -> None:
+    """Put what the run took (models, calls, cache hits) and its notes (``counts``, see
+    :func:`note_counts`) in ``extra`` and ``warnings``; ``cache_path`` is the cache's file."""
     report.extra.update(
         embed_models=[dict(m) for m in run.models],
         embed_calls=run.calls,
@@ -178,12 +211,12 @@ def _add_run(report: RagEvalReport, run: EmbedRun, cache: EmbedCache | None) -> 
         embed_cache_writes_skipped=run.cache_writes_skipped,
         embed_notes=dict(sorted(counts.items())),
     )
-    if cache is not None:
-        report.extra["embed_cache"] = str(cache.path)
+    if cache_path is not None:
+        report.extra["embed_cache"] = cache_path
     for what, n in sorted(counts.items()):
         report.warnings.append(f"{what}: {n} sample(s)")
-    if run.cache_writes_skipped and cache is not None:
+    if run.cache_writes_skipped and cache_path is not None:
         report.warnings.append(
-            f"embedding cache {cache.path}: {run.cache_writes_skipped} new vector(s) were not "
+            f"embedding cache {cache_path}: {run.cache_writes_skipped} new vector(s) were not "
             f"stored ({run.cache_write_problem}); a re-run will embed them again"
         )

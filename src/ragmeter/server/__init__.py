@@ -12,7 +12,9 @@ Endpoints (the OpenAPI schema is served at ``/openapi.json``, docs at ``/docs``)
   ``context``/``golden_documents``/``retrieved``), optional ``k`` (default 5),
   ``metrics``, ``claims_only`` (faithfulness only) and ``prices`` (``{"input": ...,
   "output": ...}`` USD per million tokens, for ``cost_usd``). rag-eval's payload works
-  unchanged.
+  unchanged. ``semantic_similarity``, ``semantic_context_recall`` and
+  ``semantic_context_precision`` use the offline model of ``ragmeter[semantic]`` (a 422
+  naming it when it is not installed), cached in ``create_app(embed_cache=...)``.
 * ``POST /evaluate/retrieval`` -> :meth:`ragmeter.RetrievalEvalReport.to_dict`. Body:
   ``qrels`` (``{query_id: {doc_id: grade}}``), ``run`` (``{query_id: [doc_id, ...]}``, best
   first), optional ``k_values``, ``metrics``, ``relevance_level``.

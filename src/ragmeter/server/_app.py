@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ragmeter.errors import (
@@ -46,6 +47,7 @@ def create_app(
     queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     score_timeout: float = DEFAULT_SCORE_TIMEOUT,
+    embed_cache: str | os.PathLike[str] | None = "default",
 ) -> FastAPI:
     """Build the ASGI app.
 
@@ -59,6 +61,12 @@ def create_app(
     ``score_timeout`` seconds (503). Timeouts are in seconds, finite and > 0; ``max_queued``
     may be 0 (no queue). Connection-level timeouts (request head, keep-alive) belong to the
     server: see :func:`run`.
+
+    ``embed_cache`` is where the embedding metrics (``semantic_similarity``,
+    ``semantic_context_recall``, ``semantic_context_precision``: the offline model of
+    ``ragmeter[semantic]``) keep their vectors: ``"default"`` is ``embed-cache.sqlite`` in
+    ``$RAGMETER_CACHE_DIR`` (else the user cache directory), a path names the file (shared
+    by every request and process that names it), ``None`` keeps none.
 
     >>> from fastapi.testclient import TestClient
     >>> TestClient(create_app()).get("/health").json()
@@ -93,6 +101,7 @@ def create_app(
     app.state.queue_timeout = queue_timeout
     app.state.body_timeout = body_timeout
     app.state.score_timeout = score_timeout
+    app.state.embed_cache = _check_embed_cache(embed_cache)
     # the request models of this app: their max_samples is this app's (read by the routes)
     models = {"max_samples": max_samples}
     app.state.evaluate_model = type("EvaluateRequest", (EvaluateRequest,), models)
@@ -102,6 +111,17 @@ def create_app(
     app.include_router(router)
     _add_body_schemas(app, [app.state.evaluate_model, app.state.retrieval_model])
     return app
+
+
+def _check_embed_cache(embed_cache: object) -> str | None:
+    """``embed_cache`` as the requests open it: ``"default"``, a path, or ``None``."""
+    if embed_cache is None:
+        return None
+    if isinstance(embed_cache, (str, os.PathLike)) and str(embed_cache):
+        return str(embed_cache)
+    raise InvalidInputError(
+        f"embed_cache must be 'default', a file path or None, got {embed_cache!r:.80}"
+    )
 
 
 def _add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:

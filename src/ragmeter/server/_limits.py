@@ -317,6 +317,7 @@ class _Stopped(Exception):
         self.seconds = stop.seconds
         self.done = stop.done
         self.total = stop.total
+        self.unit = stop.unit
 
 
 class _Stop:
@@ -332,10 +333,19 @@ class _Stop:
         self.disconnected = False
         self.done = 0
         self.total: int | None = None
+        self.unit: str | None = None
+        """What ``done`` and ``total`` count when not the route's unit (samples, queries)."""
 
     def check(self) -> None:
         if self.disconnected or time.monotonic() > self.deadline:
             raise _Stopped(self)
+
+    def progress(self, done: int, total: int) -> None:
+        """A ``progress(done, total)`` callback of the embedding runner: checks between two
+        batches of texts (and counts them)."""
+        self.unit = "texts to embed"
+        self.done, self.total = done, total
+        self.check()
 
     def each(self, items: Sequence[_T]) -> Iterator[_T]:
         """``items``, checking before each one (and counting them)."""
@@ -348,7 +358,8 @@ class _Stop:
 
 
 def _stopped(exc: _Stopped, unit: str) -> Response:
-    progress = "" if exc.total is None else f" after {exc.done} of {exc.total} {unit}"
+    counted = exc.unit or unit
+    progress = "" if exc.total is None else f" after {exc.done} of {exc.total} {counted}"
     if exc.disconnected:
         logger.info("client disconnected: scoring stopped%s", progress)
         return Response(status_code=499)  # nobody reads it (nginx's "client closed request")

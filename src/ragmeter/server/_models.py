@@ -13,6 +13,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ragmeter.embed.metrics import EMBED_METRICS
 from ragmeter.errors import (
     InvalidInputError,
     UnknownMetricError,
@@ -66,8 +67,9 @@ def _known_retrieval_metric(name: str) -> str:
 
 
 def _known_rag_metric(name: str) -> str:
-    if name not in RAG_METRICS:
-        raise InvalidInputError(str(UnknownMetricError(name, RAG_METRICS)))
+    """A RAG metric name, or an embedding metric's (scored with the offline default model)."""
+    if name not in RAG_METRICS and name not in EMBED_METRICS:
+        raise InvalidInputError(str(UnknownMetricError(name, [*RAG_METRICS, *EMBED_METRICS])))
     return name
 
 
@@ -96,8 +98,9 @@ class EvaluateRequest(BaseModel):
     metrics: list[RagMetricName] | None = Field(
         None,
         min_length=1,
-        description="Metric names (e.g. token_f1, faithfulness, ndcg); default: the defaults "
-        "some sample can be scored on.",
+        description="Metric names (e.g. token_f1, faithfulness, ndcg; semantic_similarity, "
+        "semantic_context_recall and semantic_context_precision with the offline embedding "
+        "model of ragmeter[semantic]); default: the defaults some sample can be scored on.",
     )
     prices: Prices | None = Field(None, description="Token prices, needed by cost_usd.")
     claims_only: bool = Field(

@@ -65,7 +65,7 @@ def health() -> dict[str, str]:
 async def evaluate(request: Request) -> Response:
     """Score RAG samples; the answer is the RagEvalReport as JSON."""
     state = request.app.state
-    work = partial(_evaluate_work, state.evaluate_model)
+    work = partial(_evaluate_work, state.evaluate_model, embed_cache=state.embed_cache)
     return await _score(request, work, state.score_timeout, "samples")
 
 

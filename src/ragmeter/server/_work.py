@@ -26,8 +26,10 @@ from pydantic import (
     ValidationError,
 )
 
+from ragmeter.embed.metrics import EMBED_METRICS, load_default_embedder
 from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.evaluation.retrieval import evaluate_run
+from ragmeter.metrics.base import RAG_METRICS
 from ragmeter.server._limits import _TOO_MANY, Receive, _Stop, _Stopped, _stopped, logger
 from ragmeter.server._models import EvaluateRequest, RetrievalRequest
 from ragmeter.server._responses import (
@@ -102,8 +104,17 @@ def _invalid(exc: ValidationError) -> JSONResponse:
     return _JSON(status_code=422, content={"detail": _finite(jsonable_encoder(detail))})
 
 
-def _evaluate_work(model: type[EvaluateRequest], body: bytes, stop: _Stop) -> Response:
-    """``POST /evaluate`` from the raw body to the answer (runs in a worker thread)."""
+def _evaluate_work(
+    model: type[EvaluateRequest], body: bytes, stop: _Stop, *, embed_cache: Any = "default"
+) -> Response:
+    """``POST /evaluate`` from the raw body to the answer (runs in a worker thread).
+
+    The embedding metrics' names use the offline default model (``ragmeter[semantic]``),
+    with the embedding cache ``embed_cache`` (the app's; its path is not sent to the
+    client); without the extra they are a 422 naming it, before anything is scored. The
+    time budget and a hang-up are checked between samples, and between two batches of
+    texts to embed.
+    """
     try:
         payload = model.model_validate(_parse(body))
     except _BadJSON as exc:
@@ -113,6 +124,8 @@ def _evaluate_work(model: type[EvaluateRequest], body: bytes, stop: _Stop) -> Re
     stop.check()
     metrics = ["faithfulness"] if payload.claims_only else payload.metrics
     try:
+        if any(name in EMBED_METRICS and name not in RAG_METRICS for name in metrics or ()):
+            load_default_embedder()  # loaded once per process; refused here without the extra
         prices = payload.prices.model_dump() if payload.prices is not None else None
         report = evaluate_rag(
             stop.each(payload.samples),
@@ -120,12 +133,15 @@ def _evaluate_work(model: type[EvaluateRequest], body: bytes, stop: _Stop) -> Re
             k_values=payload.k,
             prices=prices,
             per_sample=True,  # the response carries every sample's scores
+            embed_cache=embed_cache,
+            progress=stop.progress,
         )
-    except UnknownMetricError as exc:
+    except (UnknownMetricError, MissingDependencyError) as exc:
         return _unprocessable(("body", "metrics"), exc)
     except (RagmeterError, ValueError) as exc:
         return _unprocessable(("body",), exc)
     del payload
+    report.extra.pop("embed_cache", None)  # the server's file system is not the client's
     return _JSON(_report_content(report.to_dict()))
 
 
