@@ -35,9 +35,11 @@ occurrences``.
 **Models.** ``--model static`` (default): a Sentence Transformers ``StaticEmbedding`` (a
 word-level tokenizer over the corpus vocabulary, 256-d seeded random weights, mean
 pooling), so the model costs microseconds and each library's own work shows.
-``--model bert``: a randomly initialised 6-layer, 384-wide BERT with mean pooling (the shape
-of ``all-MiniLM-L6-v2``) over the same vocabulary, so model compute dominates as with a real
-local model. Both are built offline in a temporary folder and loaded by path.
+``--model tiny-bert`` / ``minilm``: a randomly initialised BERT with mean pooling over the
+same vocabulary, of the shape of ``google/bert_uncased_L-2_H-128_A-2`` (2 layers, 128 wide)
+or of ``all-MiniLM-L6-v2`` (6 layers, 384 wide), so model compute dominates as with a real
+local model. All are built offline in a temporary folder and loaded by path. ``--unique``
+appends the sample number to every text (no duplication at all).
 
 **How.** All contenders run in one process, interleaved, the order rotating each round;
 best of ``--repeat`` rounds (both CPU seconds, ``time.process_time`` over all threads, and
@@ -46,7 +48,7 @@ intra-op threads (1 by default; the machine has 2 shared cores). Before the time
 contender's per-sample scores are compared with SAS's (max abs difference, same run).
 
     python benchmarks/bench_semantic.py                      # static model, best of 3
-    python benchmarks/bench_semantic.py --model bert --repeat 1
+    python benchmarks/bench_semantic.py --model tiny-bert --slow-once LlamaIndex Ragas
     python benchmarks/bench_semantic.py --samples 1000 --repeat 1   # a quick look
 
 Results: ``docs/semantic_speed.md``.
@@ -58,8 +60,10 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import platform
 import random
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -385,12 +389,15 @@ def timed(fn: Callable[[], Scores]) -> tuple[Scores, float, float]:
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
+Times = dict[str, dict[int, tuple[float, float]]]  # contender -> round -> (CPU s, wall s)
+
+
 def run_rounds(
     table: dict[str, Callable[[], Scores]], repeat: int, slow: set[str]
-) -> tuple[dict[str, list[tuple[float, float]]], dict[str, Scores]]:
+) -> tuple[Times, dict[str, Scores]]:
     """Interleaved rounds, the order rotating; contenders in ``slow`` run in round 1 only."""
     names = list(table)
-    times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    times: Times = {n: {} for n in names}
     scores: dict[str, Scores] = {}
     for r in range(repeat):
         order = names[r % len(names) :] + names[: r % len(names)]
@@ -398,24 +405,27 @@ def run_rounds(
             if r and name in slow:
                 continue
             out, cpu, wall = timed(table[name])
-            times[name].append((cpu, wall))
+            times[name][r] = (cpu, wall)
             scores.setdefault(name, out)
             print(f"  round {r + 1}: {name}: {cpu:.2f} s CPU, {wall:.2f} s wall", flush=True)
     return times, scores
 
 
 def summarise(
-    times: dict[str, list[tuple[float, float]]], scores: dict[str, Scores], base: str
+    times: Times, scores: dict[str, Scores], base: str, ours: str
 ) -> list[dict[str, Any]]:
-    """Best CPU and wall seconds, spread (worst/best CPU), max abs score difference vs ``base``."""
+    """Per contender: best CPU and wall seconds, spread (worst/best), the best-vs-best ratio
+    to ``ours`` and the median of the same-round ratios (steadier on a loaded machine), and
+    the max abs score difference from ``base``."""
     reference = np.asarray(scores[base], dtype=np.float64)
     rows = []
     for name, runs in times.items():
-        cpus, walls = [c for c, _ in runs], [w for _, w in runs]
+        cpus, walls = [c for c, _ in runs.values()], [w for _, w in runs.values()]
         diff: float | None = None  # the offline default is another model
         if "offline default" not in name:
             got = np.asarray(scores[name], dtype=np.float64)
             diff = float(np.max(np.abs(got - reference)))
+        paired = [(runs[r][0] / times[ours][r][0], runs[r][1] / times[ours][r][1]) for r in runs]
         rows.append(
             {
                 "contender": name,
@@ -424,6 +434,10 @@ def summarise(
                 "cpu_spread": round(max(cpus) / min(cpus), 2),
                 "wall_best": round(min(walls), 3),
                 "wall_spread": round(max(walls) / min(walls), 2),
+                "cpu_ratio_best": round(min(cpus) / min(c for c, _ in times[ours].values()), 2),
+                "wall_ratio_best": round(min(walls) / min(w for _, w in times[ours].values()), 2),
+                "cpu_ratio_same_round": round(statistics.median(c for c, _ in paired), 2),
+                "wall_ratio_same_round": round(statistics.median(w for _, w in paired), 2),
                 f"max_abs_diff_vs_{base.split()[0]}": diff,
             }
         )
@@ -431,21 +445,20 @@ def summarise(
 
 
 def print_table(rows: list[dict[str, Any]], ours: str) -> None:
-    mine = next(r for r in rows if r["contender"] == ours)
     print(
-        f"\n{'contender':46} {'rounds':>6} {'CPU s':>8} {'spread':>6} {'wall s':>8} "
-        f"{'spread':>6} {'max|diff|':>9} {'CPU ratio':>9} {'wall ratio':>10}"
+        f"\n{'contender':54} {'rounds':>6} {'CPU s':>7} {'spread':>6} {'wall s':>7} "
+        f"{'spread':>6} {'max|diff|':>9}  ratio CPU, wall: best, same round"
     )
     for row in rows:
         diff = next(v for k, v in row.items() if k.startswith("max_abs_diff"))
         shown = "n/a" if diff is None else format(diff, ".1e")
         print(
-            f"{row['contender']:46} {row['rounds']:>6} {row['cpu_best']:>8.3f} "
-            f"{row['cpu_spread']:>6.2f} {row['wall_best']:>8.3f} {row['wall_spread']:>6.2f} "
-            f"{shown:>9} {row['cpu_best'] / mine['cpu_best']:>8.1f}x "
-            f"{row['wall_best'] / mine['wall_best']:>9.1f}x"
+            f"{row['contender']:54} {row['rounds']:>6} {row['cpu_best']:>7.2f} "
+            f"{row['cpu_spread']:>6.2f} {row['wall_best']:>7.2f} {row['wall_spread']:>6.2f} "
+            f"{shown:>9}  {row['cpu_ratio_best']:>5.1f}x {row['wall_ratio_best']:>5.1f}x "
+            f"{row['cpu_ratio_same_round']:>5.1f}x {row['wall_ratio_same_round']:>5.1f}x"
         )
-    print(f"(ratio: the contender's best time / {ours!r}'s)")
+    print(f"(ratio: the contender's time / {ours!r}'s)")
 
 
 def versions() -> dict[str, str]:
@@ -474,6 +487,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
     samples = make_samples(args.samples)
     if args.unique:
         for i, sample in enumerate(samples):
@@ -495,9 +509,11 @@ def main() -> None:
         )
         slow = {n for n in table for p in args.slow_once if n.startswith(p)}
         times, scores = run_rounds(table, args.repeat, slow)
-    rows = summarise(times, scores, "Haystack SASEvaluator")
-    print_table(rows, "ragmeter via Haystack bridge, no cache")
+    ours = "ragmeter via Haystack bridge, no cache"
+    rows = summarise(times, scores, "Haystack SASEvaluator", ours)
+    print_table(rows, ours)
     print(f"offline default: one-off model load {load:.2f} s (not in the times above)")
+    print(f"load average (1, 5, 15 min) before {load_before}, after {os.getloadavg()}")
     if args.json:
         result = {
             "model": args.model,
@@ -506,6 +522,7 @@ def main() -> None:
             "repeat": args.repeat,
             "data": data,
             "default_load_seconds": round(load, 3),
+            "load_average_before_after": [load_before, os.getloadavg()],
             "versions": versions(),
             "rows": rows,
         }
