@@ -43,7 +43,9 @@ appends the sample number to every text (no duplication at all).
 
 **How.** All contenders run in one process, interleaved, the order rotating each round;
 best of ``--repeat`` rounds (both CPU seconds, ``time.process_time`` over all threads, and
-wall seconds), with the spread (worst/best) printed. Torch is limited to ``--threads``
+wall seconds), with the spread (worst/best) printed; ratios are each contender's time over
+ragmeter's (Haystack bridge, no cache), best against best and the median of the same-round
+ratios (steadier when other jobs share the machine). Torch is limited to ``--threads``
 intra-op threads (1 by default; the machine has 2 shared cores). Before the times, every
 contender's per-sample scores are compared with SAS's (max abs difference, same run).
 
