@@ -1,59 +1,37 @@
 """Benchmark: ``semantic_similarity`` in ragmeter against the frameworks' own evaluators, one model.
 
-Every contender scores the same 10,000 (answer, reference) samples with the **same**
-Sentence Transformers model object (loaded once, then handed to each framework's wrapper):
+The same 10,000 (answer, reference) samples, scored with the **same** Sentence Transformers
+model object (loaded once, handed to each framework's wrapper) by Haystack's
+``SASEvaluator`` (bi-encoder, one ``run``), LlamaIndex's ``SemanticSimilarityEvaluator``
+(``BatchEvalRunner(workers=2).aevaluate_response_strs``, over a thin ``BaseEmbedding`` that
+calls the model's ``encode`` as ``HuggingFaceEmbedding`` does), Ragas' current
+``SemanticSimilarity`` (its ``HuggingFaceEmbeddings`` provider, ``abatch_score``), and
+ragmeter's ``evaluate_rag(samples, metrics=[SemanticSimilarity(embedder=...)])`` through the
+Haystack and LlamaIndex bridges: cold with no cache, cold writing a new cache file, and warm
+(0 model calls, asserted); plus the offline default (``metrics=["semantic_similarity"]``,
+wordllama) with a new cache file. Every contender's per-sample scores are compared with
+SAS's (max abs difference) in the same run.
 
-* Haystack ``SASEvaluator`` (bi-encoder): ``run(ground_truth_answers, predicted_answers)``,
-  one call over all samples (it batches by its ``batch_size``, 32);
-* LlamaIndex ``SemanticSimilarityEvaluator`` over a ``BaseEmbedding`` around the model
-  (``llama-index-embeddings-huggingface`` is not installed here: a thin subclass doing what
-  its ``HuggingFaceEmbedding`` does, ``model.encode``), run as LlamaIndex's docs run
-  evaluators over a data set: ``BatchEvalRunner(workers=2).aevaluate_response_strs(...)``
-  (per sample ``aevaluate``: one ``aget_text_embedding`` for the answer, one for the reference);
-* Ragas' current ``SemanticSimilarity`` (``ragas.metrics.collections``) over its own
-  ``HuggingFaceEmbeddings`` provider (defaults: ``normalize_embeddings=True``), its
-  ``model_instance`` set to the shared model, scored with ``abatch_score`` (Ragas' batch API
-  for these metrics: an ``asyncio.gather`` of per-sample ``ascore``, one ``encode`` per text);
-* ragmeter ``evaluate_rag(samples, metrics=[SemanticSimilarity(embedder=...)])`` through
-  the Haystack bridge (a ``SentenceTransformersDocumentEmbedder`` whose backend holds the
-  shared model) and through the LlamaIndex bridge (the same ``BaseEmbedding`` as above):
-  cold with no cache (``embed_cache=None``), cold writing a new on-disk cache (a fresh
-  SQLite file each round, as the default ``embed_cache`` does), and warm (a cache that holds
-  every vector: 0 model calls, asserted);
-* the offline default: ``evaluate_rag(samples, metrics=["semantic_similarity"])`` (wordllama,
-  ``ragmeter[semantic]``), a fresh cache file each round; its one-off load is timed apart.
+**Data**: Cranfield sentences with the duplication of a real evaluation set (references
+shared by paraphrased questions, repeated and stock answers; see :func:`make_samples`);
+``--unique`` makes every text distinct. **Models** (built offline in a temporary folder,
+seeded random weights, loaded by path): ``static`` (a ``StaticEmbedding``: microseconds a
+text, so the libraries' own work shows), ``tiny-bert`` and ``minilm`` (random BERTs of the
+shapes of ``google/bert_uncased_L-2_H-128_A-2`` and ``all-MiniLM-L6-v2``: model compute
+dominates).
 
-**Data.** Sentences of the bundled Cranfield collection (aeronautics abstracts), with the
-duplication real evaluation sets have: each reference is shared by 1-7 paraphrased
-questions (4 on average), 35% of answers repeat an earlier answer to the same reference,
-5% are a stock answer ("the context does not say ."), 5% copy the reference, 15% are another
-reference's sentence (a wrong answer) and the rest are edited copies of the reference (words
-dropped, a phrase moved, a lead-in added). No answer is empty (there the conventions
-differ: ``docs/semantic.md``). The duplication rate printed is ``1 - distinct texts / text
-occurrences``.
-
-**Models.** ``--model static`` (default): a Sentence Transformers ``StaticEmbedding`` (a
-word-level tokenizer over the corpus vocabulary, 256-d seeded random weights, mean
-pooling), so the model costs microseconds and each library's own work shows.
-``--model tiny-bert`` / ``minilm``: a randomly initialised BERT with mean pooling over the
-same vocabulary, of the shape of ``google/bert_uncased_L-2_H-128_A-2`` (2 layers, 128 wide)
-or of ``all-MiniLM-L6-v2`` (6 layers, 384 wide), so model compute dominates as with a real
-local model. All are built offline in a temporary folder and loaded by path. ``--unique``
-appends the sample number to every text (no duplication at all).
-
-**How.** All contenders run in one process, interleaved, the order rotating each round;
-best of ``--repeat`` rounds (both CPU seconds, ``time.process_time`` over all threads, and
-wall seconds), with the spread (worst/best) printed; ratios are each contender's time over
-ragmeter's (Haystack bridge, no cache), best against best and the median of the same-round
-ratios (steadier when other jobs share the machine). Torch is limited to ``--threads``
-intra-op threads (1 by default; the machine has 2 shared cores). Before the times, every
-contender's per-sample scores are compared with SAS's (max abs difference, same run).
+**How**: one process, contenders interleaved with the order rotating each round; CPU
+seconds (``time.process_time``, all threads) and wall seconds, best of ``--repeat`` rounds
+with the spread (worst/best); ratios are each contender's time over ragmeter's (Haystack
+bridge, no cache), best against best and the median of the same-round ratios (steadier when
+other jobs share the machine). Torch uses ``--threads`` intra-op threads (default 1).
 
     python benchmarks/bench_semantic.py                      # static model, best of 3
     python benchmarks/bench_semantic.py --model tiny-bert --slow-once LlamaIndex Ragas
+    python benchmarks/bench_semantic.py --unique
     python benchmarks/bench_semantic.py --samples 1000 --repeat 1   # a quick look
 
-Results: ``docs/semantic_speed.md``.
+Method, results and ratios: ``docs/semantic_speed.md``.
 """
 
 from __future__ import annotations
@@ -110,8 +88,11 @@ def _edited(rng: random.Random, reference: str) -> str:
 
 
 def make_samples(n: int, seed: int = 22) -> list[dict[str, str]]:
-    """``n`` samples (id, user_input, response, reference) with the duplication described in
-    the module docstring."""
+    """``n`` samples (id, user_input, response, reference): each reference is asked by 1-7
+    paraphrased questions; 35% of answers repeat an earlier answer to the same reference, 5%
+    are a stock answer, 5% copy the reference, 15% are another sentence (a wrong answer),
+    the rest edited copies of the reference. No answer is empty (there the conventions
+    differ: ``docs/semantic.md``)."""
     rng = random.Random(seed)
     sentences, queries = corpus_sentences()
     samples: list[dict[str, str]] = []
