@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import NamedTuple
 
 from ragmeter.errors import DataFormatError
 from ragmeter.io._lines import PathLike
+from ragmeter.io.trec import _compiled
 from ragmeter.io.trec._pieces import _check_distinct, _file_pieces, _Piece, _trec_order
 
 
@@ -40,6 +42,45 @@ def iter_trec_run(path: PathLike) -> Iterator[RankedQuery]:
     >>> [(q.query_id, q.doc_ids) for q in iter_trec_run(path)]
     [('q1', ['b', 'a']), ('q2', ['c'])]
     """
+    if not _compiled.COMPILED:
+        yield from _python_queries(path)
+        return
+    sent = 0
+    try:
+        for query in _compiled_queries(path):
+            yield query
+            sent += 1
+        return
+    except _compiled.Irregular:
+        pass
+    # the Python reader reads the file again and raises the error where it is; the queries
+    # before it are the ones already sent
+    yield from islice(_python_queries(path), sent, None)
+
+
+def _compiled_queries(path: PathLike) -> Iterator[RankedQuery]:
+    """The queries read by the compiled parser; :class:`~._compiled.Irregular` where the
+    Python reader must take over (a query seen again included: it names the line).
+
+    A query is yielded once the next one is read whole, never before the Python reader
+    would yield it (it yields a query when the next one's first lines are read and checked),
+    so the queries sent before an irregular line are the first ones the Python reader sends.
+    """
+    done: set[str] = set()
+    held: RankedQuery | None = None
+    for qid, docs, _, scores, line in _compiled.run_pieces(path):
+        if qid in done:
+            raise _compiled.Irregular
+        done.add(qid)
+        if held is not None:
+            yield held
+        held = RankedQuery(qid, docs, scores.tolist(), line)
+    if held is not None:
+        yield held
+
+
+def _python_queries(path: PathLike) -> Iterator[RankedQuery]:
+    """The reference streaming reader (pure Python; its errors are every reader's)."""
     source = str(path)
     done: set[str] = set()
     current: list[_Piece] = []
