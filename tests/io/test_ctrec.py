@@ -363,3 +363,31 @@ def test_the_environment_variable_chooses_the_python_reader() -> None:
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
         assert out.stdout.strip() == backend
+
+
+def test_a_scattered_file_is_refused_or_read_whole_without_the_python_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query coming back is named by the compiled path itself (the lines up to there are
+    valid), and read whole by the compiled parser: the Python reader is never needed."""
+    lines = _lines(300, 20)
+    lines.insert(3_001, "q3 Q0 late 1 0.25 t")
+    path = tmp_path / "run.txt"
+    path.write_text("\n".join(lines) + "\n")
+    qrels = {f"q{q}": {f"doc{q}-{d}": d % 4 for d in range(0, 30, 3)} for q in range(300)}
+    with reader(False):
+        expected = streamed(path)
+        whole = evaluate_run_file(qrels, path, ungrouped="read_whole")
+    assert expected[1][1] is UngroupedRunError and expected[1][3] == 3002
+    from ragmeter.io.trec import _pieces, _stream
+
+    def no_python(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the Python reader was used")
+
+    monkeypatch.setattr(_stream, "_python_queries", no_python)
+    monkeypatch.setattr(_read, "_python_run", no_python)
+    monkeypatch.setattr(_pieces, "_slow_pieces", no_python)
+    with reader(True):
+        assert streamed(path) == expected
+        got = evaluate_run_file(qrels, path, ungrouped="read_whole")
+    assert got.metrics == whole.metrics and got.per_query == whole.per_query

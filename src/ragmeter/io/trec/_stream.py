@@ -60,7 +60,7 @@ def iter_trec_run(path: PathLike) -> Iterator[RankedQuery]:
 
 def _compiled_queries(path: PathLike) -> Iterator[RankedQuery]:
     """The queries read by the compiled parser; :class:`~._compiled.Irregular` where the
-    Python reader must take over (a query seen again included: it names the line).
+    Python reader must take over.
 
     A query is yielded once the next one is read whole, never before the Python reader
     would yield it (it yields a query when the next one's first lines are read and checked),
@@ -70,7 +70,11 @@ def _compiled_queries(path: PathLike) -> Iterator[RankedQuery]:
     held: RankedQuery | None = None
     for qid, docs, _, scores, line in _compiled.run_pieces(path):
         if qid in done:
-            raise _compiled.Irregular
+            # every line up to the end of this query's lines is valid, and the query before
+            # it complete: the Python reader would send that one and raise this
+            if held is not None:
+                yield held
+            raise _ungrouped(qid, str(path), line)
         done.add(qid)
         if held is not None:
             yield held
@@ -92,16 +96,20 @@ def _python_queries(path: PathLike) -> Iterator[RankedQuery]:
             yield _finish(current, source)
             done.add(current[0].qid)
         if piece.qid in done:
-            raise UngroupedRunError(
-                f"query {piece.qid!r} comes back after other queries' lines: iter_trec_run "
-                "needs each query's lines together, as in a file sorted by query id (sort -s "
-                "-k1,1 run > sorted.run), or read the run whole with read_trec_run",
-                path=source,
-                line=piece.lines[0],
-            )
+            raise _ungrouped(piece.qid, source, piece.lines[0])
         current = [piece]
     if current:
         yield _finish(current, source)
+
+
+def _ungrouped(qid: str, source: str, line: int) -> UngroupedRunError:
+    return UngroupedRunError(
+        f"query {qid!r} comes back after other queries' lines: iter_trec_run needs each "
+        "query's lines together, as in a file sorted by query id (sort -s -k1,1 run > "
+        "sorted.run), or read the run whole with read_trec_run",
+        path=source,
+        line=line,
+    )
 
 
 def _finish(pieces: list[_Piece], source: str) -> RankedQuery:
