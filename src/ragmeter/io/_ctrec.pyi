@@ -1,4 +1,5 @@
-"""Type stub of the optional compiled TREC parser (``_ctrec.c``); see ``trec/_compiled.py``."""
+"""Type stub of the optional compiled TREC parser (``_ctrec.c``, ``_ctrec_qrels.c``); see
+``trec/_compiled.py``."""
 
 from array import array
 
