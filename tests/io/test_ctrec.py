@@ -39,7 +39,10 @@ from ragmeter.io.trec import (
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-needs_c = pytest.mark.skipif(not _compiled.BUILT, reason="the compiled TREC parser is not built")
+# the reason names "the compiled kernel is not built": conftest allows that skip without a compiler
+needs_c = pytest.mark.skipif(
+    not _compiled.BUILT, reason="the compiled kernel is not built (ragmeter.io._ctrec)"
+)
 pytestmark = needs_c
 
 
@@ -47,7 +50,7 @@ def test_the_compiled_parser_is_built_wherever_a_compiler_exists(
     compiler_available: bool,
 ) -> None:
     if not compiler_available:  # pragma: no cover - every CI machine has a compiler
-        pytest.skip("the compiled TREC parser is not built: no C compiler or Python.h here")
+        pytest.skip("the compiled kernel is not built (ragmeter.io._ctrec): no C compiler here")
     assert _compiled.BUILT, (
         "a C compiler and Python.h exist but ragmeter.io._ctrec was not built: reinstall "
         "with `pip install -e .` and read the build log"
@@ -391,3 +394,19 @@ def test_a_scattered_file_is_refused_or_read_whole_without_the_python_reader(
         assert streamed(path) == expected
         got = evaluate_run_file(qrels, path, ungrouped="read_whole")
     assert got.metrics == whole.metrics and got.per_query == whole.per_query
+
+
+def test_without_the_extension_the_python_reader_reads(tmp_path: Path) -> None:
+    """An install without a C compiler has no _ctrec: the readers are the Python ones."""
+    path = tmp_path / "run.txt"
+    path.write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.9 t\n")
+    code = (
+        "import sys; sys.modules['ragmeter.io._ctrec'] = None\n"
+        "from ragmeter.io.trec import _compiled, read_trec_run\n"
+        f"print(_compiled.BUILT, _compiled.BACKEND, dict(read_trec_run({str(path)!r})))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAGMETER_PURE_PYTHON"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False python {'q1': ['b', 'a']}"
