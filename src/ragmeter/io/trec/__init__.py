@@ -12,11 +12,16 @@
 
 Both readers take plain or gzip-compressed files (detected by content), drop a UTF-8
 byte-order mark, and name the file and line of anything they cannot read (a line that is
-not UTF-8, a truncated ``.gz``).
+not UTF-8, a truncated ``.gz``). Files are parsed by the compiled parser
+(``ragmeter.io._ctrec``, built at install time where a C compiler exists) with the same
+results bit for bit; the pure-Python reader is the reference, and reads any file the
+compiled one finds irregular, so every error is its own (``RAGMETER_PURE_PYTHON=1`` uses it
+throughout).
 
 One module per idea: ``_run`` (the :class:`Run` type), ``_pieces`` (run lines parsed into
-per-query pieces, and pieces into rankings), ``_read`` (a whole run), ``_stream``
-(:func:`iter_trec_run`), ``_qrels`` (qrels), ``_write`` (both writers).
+per-query pieces, and pieces into rankings), ``_compiled`` (the compiled parser's path and
+its hand-over), ``_read`` (a whole run), ``_stream`` (:func:`iter_trec_run`), ``_qrels``
+(qrels), ``_write`` (both writers).
 """
 
 from __future__ import annotations

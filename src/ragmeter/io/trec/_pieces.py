@@ -4,6 +4,7 @@ with exact errors), and pieces into a ranking: trec_eval's order, each doc once.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress, islice
 from operator import gt, methodcaller, ne
@@ -127,14 +128,15 @@ def _file_pieces(path: PathLike) -> Iterator[_Piece]:
         while True:
             try:
                 block = fh.read(_CHUNK)
-            except (EOFError, OSError, ValueError) as exc:
+            except (EOFError, OSError, ValueError, zlib.error) as exc:
                 # a truncated or corrupt .gz: let the line reader say where, exactly
                 yield from _slow_pieces(_lines_from(text_lines(path), lineno), where)
                 raise DataFormatError(f"cannot read the file ({exc})", path=where) from None
             if first:
                 first = False
-                if block.startswith(BOM):
-                    block = block[len(BOM) :]
+                for _ in range(2):  # one dropped as bytes, one after decoding, as line by line
+                    if block.startswith(BOM):
+                        block = block[len(BOM) :]
             if not block:
                 if rest:
                     yield from _decoded_pieces(rest + b"\n", lineno, where, path)

@@ -7,6 +7,7 @@ from typing import cast
 from ragmeter._gc import paused_gc
 from ragmeter.errors import DataFormatError
 from ragmeter.io._lines import PathLike, QrelsBuilder, Records
+from ragmeter.io.trec import _compiled
 from ragmeter.io.trec._pieces import _lines
 
 
@@ -20,6 +21,14 @@ def read_trec_qrels(path: PathLike) -> Records[dict[str, int]]:
     """
     builder = QrelsBuilder(path, "grade")
     with paused_gc():
+        if _compiled.COMPILED:
+            try:
+                qrels, builder.repeats = _compiled.qrels_grades(path)
+            except _compiled.Irregular:
+                pass  # the Python reader reads it, and says what is wrong
+            else:
+                builder.qrels = cast("dict[str, dict[str, float]]", qrels)
+                return cast("Records[dict[str, int]]", builder.records())
         return _read_qrels(path, builder)
 
 

@@ -62,11 +62,14 @@ class Run(dict[str, list[str]]):
         self._packed = {}
         self._read = {}
 
-    def _pack(self, packed: dict[str, array[float]]) -> None:
+    def _pack(
+        self, packed: dict[str, array[float]], read: dict[str, tuple[str, ...]] | None = None
+    ) -> None:
         """Hold the file's scores, aligned with each query's ranked list as read (a tuple
-        of the same doc id strings, so an edit of the list cannot misalign them)."""
+        of the same doc id strings, so an edit of the list cannot misalign them; made here
+        unless ``read`` gives them)."""
         self._packed = packed
-        self._read = {qid: tuple(self[qid]) for qid in packed}
+        self._read = read if read is not None else {qid: tuple(self[qid]) for qid in packed}
         self._scores = None if packed else {}
 
     def scores_to_write(self, query_id: str) -> Sequence[float] | None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import NamedTuple
 
 from ragmeter.errors import DataFormatError
 from ragmeter.io._lines import PathLike
+from ragmeter.io.trec import _compiled
 from ragmeter.io.trec._pieces import _check_distinct, _file_pieces, _Piece, _trec_order
 
 
@@ -40,6 +42,49 @@ def iter_trec_run(path: PathLike) -> Iterator[RankedQuery]:
     >>> [(q.query_id, q.doc_ids) for q in iter_trec_run(path)]
     [('q1', ['b', 'a']), ('q2', ['c'])]
     """
+    if not _compiled.COMPILED:
+        yield from _python_queries(path)
+        return
+    sent = 0
+    try:
+        for query in _compiled_queries(path):
+            yield query
+            sent += 1
+        return
+    except _compiled.Irregular:
+        pass
+    # the Python reader reads the file again and raises the error where it is; the queries
+    # before it are the ones already sent
+    yield from islice(_python_queries(path), sent, None)
+
+
+def _compiled_queries(path: PathLike) -> Iterator[RankedQuery]:
+    """The queries read by the compiled parser; :class:`~._compiled.Irregular` where the
+    Python reader must take over.
+
+    A query is yielded once the next one is read whole, never before the Python reader
+    would yield it (it yields a query when the next one's first lines are read and checked),
+    so the queries sent before an irregular line are the first ones the Python reader sends.
+    """
+    done: set[str] = set()
+    held: RankedQuery | None = None
+    for qid, docs, _, scores, line in _compiled.run_pieces(path):
+        if qid in done:
+            # every line up to the end of this query's lines is valid, and the query before
+            # it complete: the Python reader would send that one and raise this
+            if held is not None:
+                yield held
+            raise _ungrouped(qid, str(path), line)
+        done.add(qid)
+        if held is not None:
+            yield held
+        held = RankedQuery(qid, docs, scores.tolist(), line)
+    if held is not None:
+        yield held
+
+
+def _python_queries(path: PathLike) -> Iterator[RankedQuery]:
+    """The reference streaming reader (pure Python; its errors are every reader's)."""
     source = str(path)
     done: set[str] = set()
     current: list[_Piece] = []
@@ -51,16 +96,20 @@ def iter_trec_run(path: PathLike) -> Iterator[RankedQuery]:
             yield _finish(current, source)
             done.add(current[0].qid)
         if piece.qid in done:
-            raise UngroupedRunError(
-                f"query {piece.qid!r} comes back after other queries' lines: iter_trec_run "
-                "needs each query's lines together, as in a file sorted by query id (sort -s "
-                "-k1,1 run > sorted.run), or read the run whole with read_trec_run",
-                path=source,
-                line=piece.lines[0],
-            )
+            raise _ungrouped(piece.qid, source, piece.lines[0])
         current = [piece]
     if current:
         yield _finish(current, source)
+
+
+def _ungrouped(qid: str, source: str, line: int) -> UngroupedRunError:
+    return UngroupedRunError(
+        f"query {qid!r} comes back after other queries' lines: iter_trec_run needs each "
+        "query's lines together, as in a file sorted by query id (sort -s -k1,1 run > "
+        "sorted.run), or read the run whole with read_trec_run",
+        path=source,
+        line=line,
+    )
 
 
 def _finish(pieces: list[_Piece], source: str) -> RankedQuery:
