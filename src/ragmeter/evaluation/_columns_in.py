@@ -42,11 +42,9 @@ def as_table(value: Any, columns: Mapping[str, str], what: str) -> Any:
         path = Path(value)
         if not path.is_file():
             raise FileNotFoundError(2, f"{what} file not found", str(path))
-        schema = pq.read_schema(path)
-        _check_names(schema.names, columns, what)
-        ids = [n for n in names if pa.types.is_string(schema.field(n).type)
-               or pa.types.is_large_string(schema.field(n).type)]  # fmt: skip
-        return pq.read_table(path, columns=names, read_dictionary=ids)
+        _check_names(pq.read_schema(path).names, columns, what)
+        # one thread: arrow's threaded decoding of string pages costs 3x the CPU
+        return pq.read_table(path, columns=names, use_threads=False)
     module = type(value).__module__.split(".", 1)[0]
     if isinstance(value, pa.RecordBatch):
         value = pa.Table.from_batches([value])
@@ -74,49 +72,60 @@ def _check_names(present: list[str], columns: Mapping[str, str], what: str) -> N
             )
 
 
+Strings = tuple[npt.NDArray[Any], Any]
+"""An Arrow string array's offsets (int32 or int64, one more than its strings) and bytes."""
+
+
+def strings_of(array: Any) -> Strings:
+    """The buffers of a ``pyarrow`` ``string``/``large_string`` array (no copy)."""
+    pa = require_pyarrow()
+    wide = pa.types.is_large_string(array.type)
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if wide else np.int32)
+    data = array.buffers()[2]
+    return offsets[array.offset : array.offset + len(array) + 1], (
+        data if data is not None else b""
+    )
+
+
 @dataclass
 class RunColumns:
-    """A run as integer columns: per chunk, each row's query and doc dictionary index."""
+    """A run as Arrow columns, chunk by chunk: query ids, doc ids (strings) and scores."""
 
-    queries: list[npt.NDArray[np.int32]]
-    """Each row's index in :attr:`query_ids`, chunk by chunk."""
-    query_ids: Any
-    """The distinct query ids (a ``pyarrow.large_string`` array)."""
-    docs: list[npt.NDArray[np.int32]]
-    """Each row's index in :attr:`doc_ids`, chunk by chunk."""
-    doc_ids: Any
-    """The distinct doc ids (a ``pyarrow.large_string`` array)."""
-    scores: list[npt.NDArray[np.float64]]
+    table: Any
+    """The run: ``query_id``, ``doc_id`` (``string`` or ``large_string``), ``score``
+    (``float64``), no nulls, in that order."""
 
-    def string_buffers(self) -> tuple[npt.NDArray[np.int64], Any]:
-        """The doc dictionary's Arrow ``large_string`` offsets (int64) and UTF-8 bytes."""
-        arr = self.doc_ids
-        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)
-        offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
-        data = arr.buffers()[2]
-        return offsets, (data if data is not None else b"")
+    def chunks(self) -> list[tuple[Strings, Strings, npt.NDArray[np.float64]]]:
+        """Each record batch's buffers: what the columnar kernel reads."""
+        return [
+            (
+                strings_of(b.column(0)),
+                strings_of(b.column(1)),
+                b.column(2).to_numpy(zero_copy_only=True),
+            )
+            for b in self.table.to_batches()
+            if b.num_rows
+        ]
 
     def first_query_ids(self, n: int) -> list[str]:
         """The first ``n`` distinct query ids in row order."""
-        seen: dict[int, None] = {}
-        for chunk in self.queries:
+        import pyarrow.compute as pc
+
+        seen: dict[str, None] = {}
+        for batch in self.table.to_batches(max_chunksize=4096):
+            for qid in pc.unique(batch.column(0)).to_pylist():
+                seen.setdefault(qid, None)
             if len(seen) >= n:
                 break
-            uniq, first = np.unique(chunk, return_index=True)
-            for i in uniq[np.argsort(first)].tolist():
-                seen.setdefault(i, None)
-        picked = list(seen)[:n]
-        return [str(s) for s in self.query_ids.take(picked).to_pylist()] if picked else []
+        return list(seen)[:n]
 
-    def ranking(self, query: int) -> list[str]:
+    def ranking(self, qid: str) -> list[str]:
         """One query's doc ids in trec_eval's order (a message's examples; Python speed)."""
-        rows: list[tuple[float, str]] = []
-        for q, d, s in zip(self.queries, self.docs, self.scores, strict=True):
-            hit = np.flatnonzero(q == query)
-            if len(hit):
-                ids = self.doc_ids.take(d[hit]).to_pylist()
-                rows.extend(zip(s[hit].tolist(), ids, strict=True))
-        return [doc for _, doc in sorted(rows, reverse=True)]
+        import pyarrow.compute as pc
+
+        rows = self.table.filter(pc.equal(self.table.column(0), qid))
+        pairs = zip(rows.column(2).to_pylist(), rows.column(1).to_pylist(), strict=True)
+        return [doc for _, doc in sorted(pairs, reverse=True)]
 
 
 def first_true(mask: Any) -> int | None:
@@ -209,12 +218,28 @@ def encoded(column: Any) -> tuple[list[npt.NDArray[np.int32]], Any]:
     return indices, values
 
 
+def _as_strings(column: Any) -> Any:
+    """An id column as ``string``/``large_string`` (ints as their digits, dictionaries and
+    views decoded)."""
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(column.type):
+        column = pc.cast(column, column.type.value_type)
+    if pa.types.is_integer(column.type):
+        return pc.cast(column, pa.string())
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column
+    return pc.cast(column, pa.large_string())
+
+
 def run_columns(table: Any, names: Mapping[str, str]) -> RunColumns:
-    """The integer columns of a run table (see :func:`as_table`), checked row by row.
+    """The columns of a run table (see :func:`as_table`), checked row by row.
 
     Raises :class:`InvalidInputError` for the first row (and, within it, the first of the
     query id, doc id and score columns) holding a null id or a missing, NaN or infinite score.
     """
+    pa = require_pyarrow()
     qcol, dcol, scol = (table.column(names[role]) for role in ("query_id", "doc_id", "score"))
     problems = [
         id_problem(qcol, names["query_id"]),
@@ -229,17 +254,5 @@ def run_columns(table: Any, names: Mapping[str, str]) -> RunColumns:
     found = [p for p in [*problems, score_problem] if p is not None]
     if found:
         raise InvalidInputError(min(found, key=lambda p: p[0])[1])  # ties: query, doc, score
-    queries, query_ids = encoded(qcol)
-    docs, doc_ids = encoded(dcol)
-    scores = [c.to_numpy(zero_copy_only=False) for c in floats.chunks if len(c)]
-    return RunColumns(
-        queries, query_ids, _rechunk(docs, queries), doc_ids, _rechunk(scores, queries)
-    )
-
-
-def _rechunk(arrays: list[Any], like: list[npt.NDArray[np.int32]]) -> list[Any]:
-    """``arrays`` split at the chunk boundaries of ``like`` (columns may be chunked apart)."""
-    if [len(a) for a in arrays] == [len(a) for a in like]:
-        return arrays
-    whole = np.concatenate(arrays) if arrays else np.empty(0)
-    return np.split(whole, np.cumsum([len(a) for a in like])[:-1]) if like else []
+    columns = [_as_strings(qcol), _as_strings(dcol), floats]
+    return RunColumns(pa.table(columns, names=["query_id", "doc_id", "score"]))

@@ -20,7 +20,7 @@ from ragmeter._types import MAX_GRADE
 from ragmeter.aggregate import BLOCK
 from ragmeter.errors import DuplicateDocumentError, InvalidInputError
 from ragmeter.evaluation._checks import str_keys
-from ragmeter.evaluation._columns_in import RunColumns
+from ragmeter.evaluation._columns_in import RunColumns, strings_of
 from ragmeter.evaluation._columns_qrels import ColumnQrels
 from ragmeter.evaluation.scoring import (
     RunPartial,
@@ -69,9 +69,8 @@ def _judgements(plan: RunPlan) -> tuple[np.ndarray[Any, Any], list[str], list[fl
 
 
 def column_scores(columns: RunColumns, plan: RunPlan) -> ColumnScores:
-    """Every query's kernel values: the query and doc dictionaries matched to the qrels."""
+    """Every judged query's kernel values, from the run's buffers and the qrels' columns."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     qrels = plan.qrels
     if isinstance(qrels, ColumnQrels):  # read from a table: its columns as they are
@@ -79,19 +78,11 @@ def column_scores(columns: RunColumns, plan: RunPlan) -> ColumnScores:
     else:
         jstart, listed, graded = _judgements(plan)
         jdocs, grades = pa.array(listed, pa.large_string()), np.asarray(graded, np.float64)
-    qids = pa.array(list(qrels), pa.large_string())
-    where = pc.index_in(columns.query_ids, value_set=qids).fill_null(-1)
-    qmap = where.to_numpy(zero_copy_only=False).astype(np.int32)
-    jdoc = pc.index_in(jdocs, value_set=columns.doc_ids)
-    offsets, data = columns.string_buffers()
     return score_columns(
-        [qmap[chunk] for chunk in columns.queries],
-        columns.docs,
-        columns.scores,
-        offsets,
-        data,
+        columns.chunks(),
+        strings_of(pa.array(list(qrels), pa.large_string())),
         jstart,
-        jdoc.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32),
+        strings_of(jdocs),
         grades,
         plan.ks,
         plan.codes,
@@ -107,7 +98,7 @@ def _partial(columns: RunColumns, scores: ColumnScores, plan: RunPlan) -> RunPar
         qid = qids[scores.first_repeat]
         seen: set[str] = set()
         repeated: set[str] = set()
-        for doc in columns.ranking(_dictionary_index(columns, qid)):
+        for doc in columns.ranking(qid):
             (repeated if doc in seen else seen).add(doc)
         raise DuplicateDocumentError(qid, repeated)
     status = scores.status
@@ -124,17 +115,11 @@ def _partial(columns: RunColumns, scores: ColumnScores, plan: RunPlan) -> RunPar
     if not part.judged_doc:  # the message names the first docs of the first rankings
         part.retrieved = int(lengths.sum())
         for index in scored[shown].tolist():
-            ids = columns.ranking(_dictionary_index(columns, qids[index]))
+            ids = columns.ranking(qids[index])
             part.examples = _prune([*part.examples, (index, list(dict.fromkeys(ids))[:4])])
             if len({d for _, ds in part.examples for d in ds}) >= _EXAMPLES:
                 break
     return part
-
-
-def _dictionary_index(columns: RunColumns, qid: str) -> int:
-    import pyarrow.compute as pc
-
-    return int(pc.index(columns.query_ids, qid).as_py())
 
 
 def column_report(

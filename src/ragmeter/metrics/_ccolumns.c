@@ -1,16 +1,19 @@
 /* ragmeter.metrics._ccolumns: the built-in retrieval metrics over a run held as columns.
  *
  * The compiled twin of ragmeter.metrics.columns.py_score_columns (see that module for the
- * contract). A run is three columns split in chunks (the chunks of an Arrow column): per row
- * the query's position in the qrels (-1: a query nobody judged, ignored), the doc's index in
- * one doc-id dictionary, and the score. The dictionary's strings (Arrow offsets and bytes)
- * order ties: each query's rows are ranked by score descending, then doc id descending,
- * bytewise (trec_eval's order, and Python's for UTF-8). No Python object is made per row.
+ * contract). A run is three columns split in chunks (the chunks of an Arrow table): the query
+ * ids and doc ids as Arrow string buffers (offsets, 32- or 64-bit, and UTF-8 bytes) and the
+ * scores (float64). No id is interned and no Python object is made per row: the rows of a
+ * query are found by comparing each row's query id with the row before it (a changed id is
+ * looked up in a hash table of the qrels' query ids), gathered into a small buffer, ranked by
+ * score descending then doc id descending, bytewise (trec_eval's order, and Python's for
+ * UTF-8), and matched with the query's judgements through a per-query hash table of its doc
+ * ids (which also finds a repeated doc).
  *
  * Per query the values are those of ragmeter.metrics._kernel.py_score_query on the same
  * ranking, bit for bit: the same IEEE operations in the same order (see _ckernel.c). A query's
- * rows need not be contiguous; when every judged query's rows are, no copy of the run is made
- * (the rows of one query at a time are gathered into a small buffer).
+ * rows need not be contiguous: every run of rows with one query id is a segment, and a query's
+ * segments are scored together.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,7 +27,8 @@ enum { NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, JUDGED, N_CODES };
 
 typedef struct {
     double score;
-    int32_t doc; /* index in the doc-id dictionary */
+    const char *id; /* the doc id's bytes (in the Arrow buffer) */
+    int64_t len;
 } Entry;
 
 typedef struct {
@@ -32,13 +36,50 @@ typedef struct {
     double grade;
 } Hit;
 
-/* What one call shares: the dictionary (for ties), the qrels, the options, the outputs. */
+/* Strings of one Arrow string array: offsets of 4 or 8 bytes, and the UTF-8 data. */
 typedef struct {
-    const int64_t *offsets; /* the dictionary's string offsets (ndict + 1) */
-    const char *data;       /* its UTF-8 bytes */
-    int64_t ndict;
+    Py_buffer offsets, data;
+    int wide; /* 8-byte offsets */
+    int64_t n;
+} Strings;
+
+static inline const char *
+str_at(const Strings *s, int64_t i, int64_t *len)
+{
+    int64_t a, b;
+    if (s->wide) {
+        a = ((const int64_t *)s->offsets.buf)[i];
+        b = ((const int64_t *)s->offsets.buf)[i + 1];
+    }
+    else {
+        a = ((const int32_t *)s->offsets.buf)[i];
+        b = ((const int32_t *)s->offsets.buf)[i + 1];
+    }
+    *len = b - a;
+    return (const char *)s->data.buf + a;
+}
+
+static inline uint64_t
+hash_bytes(const char *p, int64_t n)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (int64_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h ^ (h >> 29);
+}
+
+static inline int
+same_bytes(const char *a, int64_t la, const char *b, int64_t lb)
+{
+    return la == lb && (la == 0 || memcmp(a, b, (size_t)la) == 0);
+}
+
+/* What one call shares: the qrels, the options, the outputs, the scratch. */
+typedef struct {
     const int64_t *jstart; /* query q's judgements: jstart[q] .. jstart[q + 1] */
-    const int32_t *jdoc;   /* each judged doc's dictionary index, -1 if the run never has it */
+    const Strings *jdocs;  /* the judged doc ids */
     const double *jgrade;
     const int64_t *ks;
     Py_ssize_t nk;
@@ -51,9 +92,11 @@ typedef struct {
     int8_t *status;    /* 0 no ranking, 1 scored, 2 not scored (no relevant doc), 3 repeats */
     int64_t *lengths;  /* docs in each query's ranking */
     int64_t *found;    /* judged docs in each query's ranking */
-    int32_t *pos;      /* ndict ranks, 0 between queries */
     double *log2_table; /* log2_table[r] == log2(r + 1) */
     int64_t log2_size;
+    int64_t *slots;    /* a query's doc table: entry index + 1, 0 empty */
+    uint64_t *hashes;
+    int64_t cap;
     /* scratch per query, sized to the largest judgement count */
     Hit *hits;
     int64_t *rel;
@@ -62,26 +105,7 @@ typedef struct {
     double *ideal, *idcg, *dcg, *ap;
 } Ctx;
 
-static const char *tie_data;        /* qsort has no context: the dictionary of the call */
-static const int64_t *tie_offsets;  /* (set under the GIL, which the call holds) */
-
-/* <0, 0, >0 as doc a's id sorts before, with, after doc b's (bytewise, then by length) */
-static int
-cmp_ids(int32_t a, int32_t b)
-{
-    if (a == b) {
-        return 0;
-    }
-    int64_t la = tie_offsets[a + 1] - tie_offsets[a], lb = tie_offsets[b + 1] - tie_offsets[b];
-    int c = memcmp(tie_data + tie_offsets[a], tie_data + tie_offsets[b],
-                   (size_t)(la < lb ? la : lb));
-    if (c) {
-        return c;
-    }
-    return (la > lb) - (la < lb);
-}
-
-/* trec_eval's order: score descending, then doc id descending */
+/* trec_eval's order: score descending, then doc id descending (bytewise, then longer) */
 static int
 cmp_entry(const void *pa, const void *pb)
 {
@@ -89,7 +113,12 @@ cmp_entry(const void *pa, const void *pb)
     if (a->score != b->score) {
         return a->score > b->score ? -1 : 1;
     }
-    return -cmp_ids(a->doc, b->doc);
+    int64_t n = a->len < b->len ? a->len : b->len;
+    int c = n ? memcmp(a->id, b->id, (size_t)n) : 0;
+    if (c == 0) {
+        c = (a->len > b->len) - (a->len < b->len);
+    }
+    return -c;
 }
 
 static int
@@ -264,19 +293,70 @@ write_values(Ctx *c, int64_t q, int64_t n, int64_t n_rel, int64_t n_rel_hits, in
     return 0;
 }
 
+/* The doc table of a query: room for m docs at most half full; 0 ok, -1 no memory. */
+static int64_t
+doc_table(Ctx *c, int64_t m)
+{
+    int64_t cap = 16;
+    while (cap < 2 * m) {
+        cap <<= 1;
+    }
+    if (cap > c->cap) {
+        int64_t *slots = PyMem_Realloc(c->slots, (size_t)cap * sizeof(int64_t));
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->slots = slots;
+        uint64_t *hashes = PyMem_Realloc(c->hashes, (size_t)cap * sizeof(uint64_t));
+        if (hashes == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->hashes = hashes;
+        c->cap = cap;
+    }
+    return cap;
+}
+
+/* The slot of id (hash h) in the doc table of e: its own, or the empty one ending its probe. */
+static inline int64_t
+probe(const Ctx *c, int64_t mask, const Entry *e, const char *id, int64_t len, uint64_t h)
+{
+    int64_t j = (int64_t)(h & (uint64_t)mask);
+    for (;;) {
+        int64_t x = c->slots[j];
+        if (x == 0) {
+            return j;
+        }
+        if (c->hashes[j] == h && same_bytes(e[x - 1].id, e[x - 1].len, id, len)) {
+            return j;
+        }
+        j = (j + 1) & mask;
+    }
+}
+
 /* Rank query q's m rows (in e) and score them: its status, length and values. */
 static int
 score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
 {
     rank_entries(e, m);
-    int32_t *pos = c->pos;
+    int64_t cap = 0;
+    if ((cap = doc_table(c, m)) < 0) {
+        return -1;
+    }
+    int64_t mask = cap - 1;
+    memset(c->slots, 0, (size_t)cap * sizeof(int64_t));
     int repeated = 0;
     for (int64_t i = 0; i < m; i++) {
-        if (pos[e[i].doc]) {
+        uint64_t h = hash_bytes(e[i].id, e[i].len);
+        int64_t j = probe(c, mask, e, e[i].id, e[i].len, h);
+        if (c->slots[j]) {
             repeated = 1;
         }
         else {
-            pos[e[i].doc] = (int32_t)(i + 1);
+            c->slots[j] = i + 1;
+            c->hashes[j] = h;
         }
     }
     const int64_t *ks = c->ks;
@@ -287,9 +367,10 @@ score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
         double g = c->jgrade[j];
         int positive = g > 0;
         int relevant = c->has_level ? g >= c->level : positive;
-        int32_t d = c->jdoc[j];
-        int64_t r = d >= 0 ? pos[d] : 0; /* 0: not retrieved */
-        if (r) {
+        int64_t len;
+        const char *id = str_at(c->jdocs, j, &len);
+        int64_t r = m ? c->slots[probe(c, mask, e, id, len, hash_bytes(id, len))] : 0;
+        if (r) { /* r: the 1-based rank, 0 when not retrieved */
             found++;
             if (r <= ks[nk - 1]) { /* counted at the first k >= r */
                 Py_ssize_t lo = 0, hi = nk - 1;
@@ -320,9 +401,6 @@ score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
             }
         }
     }
-    for (int64_t i = 0; i < m; i++) {
-        pos[e[i].doc] = 0;
-    }
     c->lengths[q] = m;
     c->found[q] = found;
     if (n_rel == 0) {
@@ -337,53 +415,217 @@ score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
     return write_values(c, q, m, n_rel, n_rel_hits, n_hits, n_ideal);
 }
 
-/* Buffers of one column's chunks, each checked for its item size and length. */
-typedef struct {
-    Py_buffer *views;
-    Py_ssize_t n;
-} Chunks;
-
-static void
-release_chunks(Chunks *ch)
-{
-    if (ch->views != NULL) {
-        for (Py_ssize_t i = 0; i < ch->n; i++) {
-            if (ch->views[i].obj != NULL) {
-                PyBuffer_Release(&ch->views[i]);
-            }
-        }
-        PyMem_Free(ch->views);
-    }
-    ch->views = NULL;
-}
-
+/* One Arrow string array from (offsets, data): offsets int32 or int64, n + 1 of them. */
 static int
-get_chunks(PyObject *list, Py_ssize_t itemsize, Chunks *ch, const char *name)
+get_strings(PyObject *pair, Strings *s, const char *name)
 {
-    ch->views = NULL;
-    ch->n = 0;
-    if (!PyList_Check(list)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a list of buffers", name);
+    memset(s, 0, sizeof *s);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_Format(PyExc_TypeError, "%s: expected (offsets, data)", name);
         return -1;
     }
-    Py_ssize_t n = PyList_GET_SIZE(list);
-    ch->views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
-    if (ch->views == NULL) {
-        PyErr_NoMemory();
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 0), &s->offsets,
+                           PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         return -1;
     }
-    ch->n = n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyObject_GetBuffer(PyList_GET_ITEM(list, i), &ch->views[i], PyBUF_C_CONTIGUOUS) < 0) {
-            return -1;
-        }
-        if (ch->views[i].len % itemsize) {
-            PyErr_Format(PyExc_ValueError, "%s: a buffer of %zd bytes is not of %zd-byte items",
-                         name, ch->views[i].len, itemsize);
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 1), &s->data, PyBUF_C_CONTIGUOUS) < 0) {
+        return -1;
+    }
+    Py_ssize_t size = s->offsets.itemsize;
+    if ((size != 4 && size != 8) || s->offsets.len < size) {
+        PyErr_Format(PyExc_ValueError, "%s: offsets must be int32 or int64", name);
+        return -1;
+    }
+    s->wide = size == 8;
+    s->n = s->offsets.len / size - 1;
+    int64_t len;
+    const char *first = str_at(s, 0, &len);
+    const char *last = str_at(s, s->n, &len);
+    if (first < (const char *)s->data.buf || last > (const char *)s->data.buf + s->data.len) {
+        PyErr_Format(PyExc_ValueError, "%s: offsets beyond the data", name);
+        return -1;
+    }
+    for (int64_t i = 0; i < s->n; i++) { /* offsets must not decrease */
+        if (str_at(s, i, &len), len < 0) {
+            PyErr_Format(PyExc_ValueError, "%s: offsets decrease", name);
             return -1;
         }
     }
     return 0;
+}
+
+static void
+release_strings(Strings *s)
+{
+    if (s->offsets.obj != NULL) {
+        PyBuffer_Release(&s->offsets);
+    }
+    if (s->data.obj != NULL) {
+        PyBuffer_Release(&s->data);
+    }
+}
+
+/* A run of rows with one query id, within one chunk. */
+typedef struct {
+    int64_t chunk, start, count, next; /* next: the query's next segment, -1 */
+} Segment;
+
+/* The columns of the run: per chunk, query ids, doc ids and scores. */
+typedef struct {
+    Strings *q, *d;
+    Py_buffer *s;
+    Py_ssize_t n;
+} Run;
+
+/* The qrels' query ids as a hash table: position by id. */
+typedef struct {
+    const Strings *ids;
+    int64_t *slots; /* position + 1, 0 empty */
+    int64_t mask;
+} QueryTable;
+
+static int64_t
+find_query(const QueryTable *t, const char *id, int64_t len)
+{
+    int64_t j = (int64_t)(hash_bytes(id, len) & (uint64_t)t->mask);
+    for (;;) {
+        int64_t x = t->slots[j];
+        if (x == 0) {
+            return -1;
+        }
+        int64_t l;
+        const char *p = str_at(t->ids, x - 1, &l);
+        if (same_bytes(p, l, id, len)) {
+            return x - 1;
+        }
+        j = (j + 1) & t->mask;
+    }
+}
+
+/* Split the run into segments, each linked to its query's list: the segments' count, or -1. */
+static int64_t
+segments(const Run *run, const QueryTable *t, int64_t nq, Segment **out, int64_t *head,
+         int64_t *first)
+{
+    int64_t cap = 1024, n = 0, row = 0;
+    Segment *seg = PyMem_Malloc((size_t)cap * sizeof(Segment));
+    int64_t *tail = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(int64_t));
+    if (seg == NULL || tail == NULL) {
+        PyMem_Free(seg);
+        PyMem_Free(tail);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t q = 0; q < nq; q++) {
+        head[q] = -1;
+    }
+    for (Py_ssize_t k = 0; k < run->n; k++) {
+        const Strings *qs = &run->q[k];
+        const char *prev = NULL;
+        int64_t prev_len = -1, cur = -1;
+        for (int64_t i = 0; i < qs->n; i++, row++) {
+            int64_t len;
+            const char *id = str_at(qs, i, &len);
+            if (prev != NULL && same_bytes(prev, prev_len, id, len)) {
+                if (cur >= 0) {
+                    seg[n - 1].count++;
+                }
+                continue;
+            }
+            prev = id;
+            prev_len = len;
+            cur = find_query(t, id, len);
+            if (cur < 0) {
+                continue;
+            }
+            if (n == cap) {
+                cap *= 2;
+                Segment *grown = PyMem_Realloc(seg, (size_t)cap * sizeof(Segment));
+                if (grown == NULL) {
+                    PyMem_Free(seg);
+                    PyMem_Free(tail);
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                seg = grown;
+            }
+            seg[n] = (Segment){k, i, 1, -1};
+            if (head[cur] < 0) {
+                head[cur] = n;
+                first[cur] = row;
+            }
+            else {
+                seg[tail[cur]].next = n;
+            }
+            tail[cur] = n;
+            n++;
+        }
+    }
+    PyMem_Free(tail);
+    *out = seg;
+    return n;
+}
+
+/* Score every judged query that has rows, in qrels order. */
+static int
+score_all(Ctx *c, const Run *run, const QueryTable *t, int64_t nq, int64_t *first_dup)
+{
+    int64_t *head = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(int64_t));
+    int64_t *first = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(int64_t));
+    Segment *seg = NULL;
+    Entry *entries = NULL;
+    int rc = -1;
+    if (head == NULL || first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t nseg = segments(run, t, nq, &seg, head, first);
+    if (nseg < 0) {
+        goto done;
+    }
+    int64_t cap = 0;
+    *first_dup = -1;
+    for (int64_t q = 0; q < nq; q++) {
+        if (head[q] < 0) {
+            continue;
+        }
+        int64_t m = 0;
+        for (int64_t x = head[q]; x >= 0; x = seg[x].next) {
+            m += seg[x].count;
+        }
+        if (m > cap) {
+            cap = m > 2 * cap ? m : 2 * cap;
+            Entry *grown = PyMem_Realloc(entries, (size_t)cap * sizeof(Entry));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            entries = grown;
+        }
+        m = 0;
+        for (int64_t x = head[q]; x >= 0; x = seg[x].next) {
+            const Strings *ds = &run->d[seg[x].chunk];
+            const double *s = run->s[seg[x].chunk].buf;
+            for (int64_t i = seg[x].start; i < seg[x].start + seg[x].count; i++) {
+                entries[m].score = s[i];
+                entries[m].id = str_at(ds, i, &entries[m].len);
+                m++;
+            }
+        }
+        if (score_one(c, q, entries, m) < 0) {
+            goto done;
+        }
+        if (c->status[q] == 3 && (*first_dup < 0 || first[q] < first[*first_dup])) {
+            *first_dup = q;
+        }
+    }
+    rc = 0;
+done:
+    PyMem_Free(head);
+    PyMem_Free(first);
+    PyMem_Free(seg);
+    PyMem_Free(entries);
+    return rc;
 }
 
 static int
@@ -401,223 +643,170 @@ get_array(PyObject *obj, Py_ssize_t itemsize, Py_buffer *view, Py_ssize_t want, 
     return 0;
 }
 
-/* Score every judged query: contiguous rows in one pass, else after a counting sort. */
+/* The run's chunks: (query ids, doc ids, scores) per chunk, of one length each. */
 static int
-score_all(Ctx *c, Chunks *qs, Chunks *ds, Chunks *ss, int64_t nq, int64_t *first_dup)
+get_run(PyObject *chunks, Run *run)
 {
-    int64_t total = 0;
-    for (Py_ssize_t k = 0; k < qs->n; k++) {
-        Py_ssize_t len = qs->views[k].len / 4;
-        if (ds->views[k].len / 4 != len || ss->views[k].len / 8 != len) {
-            PyErr_SetString(PyExc_ValueError, "the run's columns differ in length");
-            return -1;
-        }
-        total += len;
+    memset(run, 0, sizeof *run);
+    if (!PyList_Check(chunks)) {
+        PyErr_SetString(PyExc_TypeError, "chunks must be a list of (queries, docs, scores)");
+        return -1;
     }
-    int64_t *first = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(int64_t));
-    int64_t *count = PyMem_Calloc((size_t)(nq + 1), sizeof(int64_t));
-    if (first == NULL || count == NULL) {
-        PyMem_Free(first);
-        PyMem_Free(count);
+    Py_ssize_t n = PyList_GET_SIZE(chunks);
+    run->q = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Strings));
+    run->d = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Strings));
+    run->s = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
+    if (run->q == NULL || run->d == NULL || run->s == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    /* pass 1: rows per query, the first row of each, and whether each query's rows touch */
-    int grouped = 1;
-    int64_t row = 0, cur = -1;
-    for (Py_ssize_t k = 0; k < qs->n; k++) {
-        const int32_t *q = qs->views[k].buf;
-        Py_ssize_t len = qs->views[k].len / 4;
-        for (Py_ssize_t i = 0; i < len; i++, row++) {
-            int32_t x = q[i];
-            if (x < 0) {
-                continue;
-            }
-            if (x >= nq) {
-                PyErr_Format(PyExc_ValueError, "row %lld: query position %d out of range",
-                             (long long)row, (int)x);
-                goto fail;
-            }
-            if (x != cur) {
-                if (count[x]) {
-                    grouped = 0;
-                }
-                else {
-                    first[x] = row;
-                }
-                cur = x;
-            }
-            count[x]++;
+    run->n = n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyList_GET_ITEM(chunks, k);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a chunk must be (queries, docs, scores)");
+            return -1;
+        }
+        if (get_strings(PyTuple_GET_ITEM(item, 0), &run->q[k], "queries") < 0 ||
+            get_strings(PyTuple_GET_ITEM(item, 1), &run->d[k], "docs") < 0 ||
+            get_array(PyTuple_GET_ITEM(item, 2), 8, &run->s[k], run->q[k].n, "scores", 0) < 0) {
+            return -1;
+        }
+        if (run->d[k].n != run->q[k].n) {
+            PyErr_SetString(PyExc_ValueError, "a chunk's columns differ in length");
+            return -1;
         }
     }
-    int64_t most = 0, kept = 0;
-    for (int64_t q = 0; q < nq; q++) {
-        most = count[q] > most ? count[q] : most;
-        kept += count[q];
-    }
-    Entry *entries = PyMem_Malloc((size_t)((grouped ? most : kept) + 1) * sizeof(Entry));
-    if (entries == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    if (grouped) { /* gather one query at a time */
-        int64_t m = 0;
-        cur = -1;
-        for (Py_ssize_t k = 0; k < qs->n; k++) {
-            const int32_t *q = qs->views[k].buf;
-            const int32_t *d = ds->views[k].buf;
-            const double *s = ss->views[k].buf;
-            Py_ssize_t len = qs->views[k].len / 4;
-            for (Py_ssize_t i = 0; i < len; i++) {
-                if (q[i] < 0) {
-                    continue;
-                }
-                if (q[i] != cur) {
-                    if (cur >= 0 && score_one(c, cur, entries, m) < 0) {
-                        goto fail_entries;
-                    }
-                    cur = q[i];
-                    m = 0;
-                }
-                entries[m].score = s[i];
-                entries[m].doc = d[i];
-                m++;
-            }
-        }
-        if (cur >= 0 && score_one(c, cur, entries, m) < 0) {
-            goto fail_entries;
-        }
-    }
-    else { /* a counting sort by query (stable), then each query */
-        int64_t acc = 0;
-        for (int64_t q = 0; q <= nq; q++) {
-            int64_t n = q < nq ? count[q] : 0;
-            count[q] = acc;
-            acc += n;
-        }
-        for (Py_ssize_t k = 0; k < qs->n; k++) {
-            const int32_t *q = qs->views[k].buf;
-            const int32_t *d = ds->views[k].buf;
-            const double *s = ss->views[k].buf;
-            Py_ssize_t len = qs->views[k].len / 4;
-            for (Py_ssize_t i = 0; i < len; i++) {
-                if (q[i] >= 0) {
-                    Entry *e = &entries[count[q[i]]++];
-                    e->score = s[i];
-                    e->doc = d[i];
-                }
-            }
-        }
-        for (int64_t q = 0, start = 0; q < nq; q++) { /* count[q] is now q's end */
-            if (count[q] > start && score_one(c, q, entries + start, count[q] - start) < 0) {
-                goto fail_entries;
-            }
-            start = count[q];
-        }
-    }
-    *first_dup = -1;
-    int64_t best = -1;
-    for (int64_t q = 0; q < nq; q++) {
-        if (c->status[q] == 3 && (best < 0 || first[q] < best)) {
-            best = first[q];
-            *first_dup = q;
-        }
-    }
-    PyMem_Free(entries);
-    PyMem_Free(first);
-    PyMem_Free(count);
     return 0;
+}
 
-fail_entries:
-    PyMem_Free(entries);
-fail:
-    PyMem_Free(first);
-    PyMem_Free(count);
-    return -1;
+static void
+release_run(Run *run)
+{
+    for (Py_ssize_t k = 0; k < run->n; k++) {
+        release_strings(&run->q[k]);
+        release_strings(&run->d[k]);
+        if (run->s[k].obj != NULL) {
+            PyBuffer_Release(&run->s[k]);
+        }
+    }
+    PyMem_Free(run->q);
+    PyMem_Free(run->d);
+    PyMem_Free(run->s);
+}
+
+/* The options: ks (ascending, >= 1), codes, the level; the values per query. */
+static int
+get_options(Ctx *c, Py_buffer *ks, Py_buffer *codes, PyObject *level)
+{
+    c->nk = ks->len / 8;
+    c->nc = codes->len / 8;
+    c->ks = ks->buf;
+    c->codes = codes->buf;
+    if (c->nk == 0 || ks->len % 8 || codes->len % 8) {
+        PyErr_SetString(PyExc_ValueError, "ks and codes must be int64, ks not empty");
+        return -1;
+    }
+    c->nv = 0;
+    for (Py_ssize_t i = 0; i < c->nc; i++) {
+        if (c->codes[i] < 0 || c->codes[i] >= N_CODES) {
+            PyErr_Format(PyExc_ValueError, "unknown metric code %lld", (long long)c->codes[i]);
+            return -1;
+        }
+        c->nv += c->nk + (c->codes[i] == MRR || c->codes[i] == MAP);
+    }
+    for (Py_ssize_t i = 0; i < c->nk; i++) {
+        if (c->ks[i] < 1 || (i && c->ks[i] <= c->ks[i - 1])) {
+            PyErr_SetString(PyExc_ValueError, "ks must be ascending, distinct and >= 1");
+            return -1;
+        }
+    }
+    if (level != Py_None) {
+        c->has_level = 1;
+        c->level = PyFloat_AsDouble(level);
+        if (c->level == -1.0 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The qrels' query ids in a hash table (a repeated id is refused). */
+static int
+query_table(QueryTable *t, const Strings *ids)
+{
+    int64_t cap = 16;
+    while (cap < 2 * ids->n) {
+        cap <<= 1;
+    }
+    t->ids = ids;
+    t->mask = cap - 1;
+    t->slots = PyMem_Calloc((size_t)cap, sizeof(int64_t));
+    if (t->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t i = 0; i < ids->n; i++) {
+        int64_t len;
+        const char *id = str_at(ids, i, &len);
+        int64_t j = (int64_t)(hash_bytes(id, len) & (uint64_t)t->mask);
+        while (t->slots[j]) {
+            int64_t l;
+            const char *p = str_at(ids, t->slots[j] - 1, &l);
+            if (same_bytes(p, l, id, len)) {
+                PyErr_SetString(PyExc_ValueError, "the qrels' query ids repeat");
+                return -1;
+            }
+            j = (j + 1) & t->mask;
+        }
+        t->slots[j] = i + 1;
+    }
+    return 0;
 }
 
 static PyObject *
 score_columns(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *qs_obj, *ds_obj, *ss_obj, *off_obj, *data_obj, *jstart_obj, *jdoc_obj, *jgrade_obj;
-    PyObject *ks_obj, *codes_obj, *level_obj, *values_obj, *status_obj, *lengths_obj, *found_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO:score_columns", &qs_obj, &ds_obj, &ss_obj,
-                          &off_obj, &data_obj, &jstart_obj, &jdoc_obj, &jgrade_obj, &ks_obj,
-                          &codes_obj, &level_obj, &values_obj, &status_obj, &lengths_obj,
-                          &found_obj)) {
+    PyObject *chunks_obj, *qids_obj, *jstart_obj, *jdocs_obj, *jgrade_obj, *ks_obj, *codes_obj;
+    PyObject *level_obj, *values_obj, *status_obj, *lengths_obj, *found_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO:score_columns", &chunks_obj, &qids_obj,
+                          &jstart_obj, &jdocs_obj, &jgrade_obj, &ks_obj, &codes_obj, &level_obj,
+                          &values_obj, &status_obj, &lengths_obj, &found_obj)) {
         return NULL;
     }
     Ctx c;
     memset(&c, 0, sizeof c);
-    Chunks qs = {0}, ds = {0}, ss = {0};
-    Py_buffer off = {0}, data = {0}, jstart = {0}, jdoc = {0}, jgrade = {0}, ks = {0};
-    Py_buffer codes = {0}, values = {0}, status = {0}, lengths = {0}, found = {0};
+    Run run;
+    memset(&run, 0, sizeof run);
+    Strings qids, jdocs;
+    memset(&qids, 0, sizeof qids);
+    memset(&jdocs, 0, sizeof jdocs);
+    QueryTable table = {0};
+    Py_buffer jstart = {0}, jgrade = {0}, ks = {0}, codes = {0};
+    Py_buffer values = {0}, status = {0}, lengths = {0}, found = {0};
     PyObject *result = NULL;
-    int64_t nq = 0, first_dup = -1;
+    int64_t first_dup = -1;
 
-    if (get_chunks(qs_obj, 4, &qs, "queries") < 0 || get_chunks(ds_obj, 4, &ds, "docs") < 0 ||
-        get_chunks(ss_obj, 8, &ss, "scores") < 0) {
+    if (get_run(chunks_obj, &run) < 0 || get_strings(qids_obj, &qids, "query_ids") < 0 ||
+        get_strings(jdocs_obj, &jdocs, "judged docs") < 0) {
         goto done;
     }
-    if (qs.n != ds.n || qs.n != ss.n) {
-        PyErr_SetString(PyExc_ValueError, "the run's columns differ in their chunks");
-        goto done;
-    }
-    if (PyObject_GetBuffer(off_obj, &off, PyBUF_C_CONTIGUOUS) < 0 ||
-        PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0 ||
-        PyObject_GetBuffer(jstart_obj, &jstart, PyBUF_C_CONTIGUOUS) < 0) {
-        goto done;
-    }
-    if (off.len < 8 || off.len % 8 || jstart.len < 8 || jstart.len % 8) {
-        PyErr_SetString(PyExc_ValueError, "offsets and jstart must be int64, one more than items");
-        goto done;
-    }
-    c.ndict = off.len / 8 - 1;
-    nq = jstart.len / 8 - 1;
-    c.offsets = off.buf;
-    c.data = data.buf;
-    c.jstart = jstart.buf;
-    int64_t nj = c.jstart[nq];
-    if (c.offsets[c.ndict] > data.len || c.jstart[0] != 0 || nj < 0) {
-        PyErr_SetString(PyExc_ValueError, "offsets or jstart do not fit their data");
-        goto done;
-    }
-    if (get_array(jdoc_obj, 4, &jdoc, nj, "jdoc", 0) < 0 ||
+    int64_t nq = qids.n, nj = jdocs.n;
+    if (get_array(jstart_obj, 8, &jstart, nq + 1, "jstart", 0) < 0 ||
         get_array(jgrade_obj, 8, &jgrade, nj, "jgrade", 0) < 0) {
         goto done;
     }
+    c.jstart = jstart.buf;
+    for (int64_t q = 0; q < nq; q++) {
+        if (c.jstart[q] < 0 || c.jstart[q + 1] < c.jstart[q] || c.jstart[q + 1] > nj) {
+            PyErr_SetString(PyExc_ValueError, "jstart must rise from 0 to the judgements");
+            goto done;
+        }
+    }
     if (PyObject_GetBuffer(ks_obj, &ks, PyBUF_C_CONTIGUOUS) < 0 ||
-        PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS) < 0) {
+        PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS) < 0 ||
+        get_options(&c, &ks, &codes, level_obj) < 0) {
         goto done;
-    }
-    c.nk = ks.len / 8;
-    c.nc = codes.len / 8;
-    c.ks = ks.buf;
-    c.codes = codes.buf;
-    if (c.nk == 0 || ks.len % 8 || codes.len % 8) {
-        PyErr_SetString(PyExc_ValueError, "ks and codes must be int64, ks not empty");
-        goto done;
-    }
-    c.nv = 0;
-    for (Py_ssize_t i = 0; i < c.nc; i++) {
-        if (c.codes[i] < 0 || c.codes[i] >= N_CODES) {
-            PyErr_Format(PyExc_ValueError, "unknown metric code %lld", (long long)c.codes[i]);
-            goto done;
-        }
-        c.nv += c.nk + (c.codes[i] == MRR || c.codes[i] == MAP);
-    }
-    for (Py_ssize_t i = 0; i < c.nk; i++) {
-        if (c.ks[i] < 1 || (i && c.ks[i] <= c.ks[i - 1])) {
-            PyErr_SetString(PyExc_ValueError, "ks must be ascending, distinct and >= 1");
-            goto done;
-        }
-    }
-    if (level_obj != Py_None) {
-        c.has_level = 1;
-        c.level = PyFloat_AsDouble(level_obj);
-        if (c.level == -1.0 && PyErr_Occurred()) {
-            goto done;
-        }
     }
     if (get_array(values_obj, 8, &values, nq * c.nv, "values", 1) < 0 ||
         get_array(status_obj, 1, &status, nq, "status", 1) < 0 ||
@@ -625,74 +814,52 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
         get_array(found_obj, 8, &found, nq, "found", 1) < 0) {
         goto done;
     }
-    c.jdoc = jdoc.buf;
+    c.jdocs = &jdocs;
     c.jgrade = jgrade.buf;
     c.values = values.buf;
     c.status = status.buf;
     c.lengths = lengths.buf;
     c.found = found.buf;
-    for (int64_t j = 0; j < nj; j++) {
-        if (c.jdoc[j] >= c.ndict) {
-            PyErr_SetString(PyExc_ValueError, "jdoc holds an index beyond the dictionary");
-            goto done;
-        }
-    }
     int64_t most = 1;
     for (int64_t q = 0; q < nq; q++) {
         int64_t n = c.jstart[q + 1] - c.jstart[q];
-        if (n < 0) {
-            PyErr_SetString(PyExc_ValueError, "jstart must not decrease");
-            goto done;
-        }
         most = n > most ? n : most;
     }
     memset(c.status, 0, (size_t)nq);
-    c.pos = PyMem_Calloc((size_t)(c.ndict ? c.ndict : 1), sizeof(int32_t));
     c.hits = PyMem_Malloc((size_t)most * sizeof(Hit));
     c.rel = PyMem_Malloc((size_t)most * sizeof(int64_t));
     c.counts = PyMem_Malloc((size_t)c.nk * sizeof(int64_t));
     c.judged = PyMem_Malloc((size_t)c.nk * sizeof(int64_t));
     c.ideal = PyMem_Malloc((size_t)(4 * (most + 1)) * sizeof(double));
-    if (c.pos == NULL || c.hits == NULL || c.rel == NULL || c.counts == NULL ||
-        c.judged == NULL || c.ideal == NULL || grow_log2(&c, 1024) < 0) {
+    if (c.hits == NULL || c.rel == NULL || c.counts == NULL || c.judged == NULL ||
+        c.ideal == NULL) {
         PyErr_NoMemory();
+        goto done;
+    }
+    if (grow_log2(&c, 1024) < 0 || query_table(&table, &qids) < 0) {
         goto done;
     }
     c.idcg = c.ideal + (most + 1);
     c.dcg = c.idcg + (most + 1);
     c.ap = c.dcg + (most + 1);
-    /* every doc index of the run must be in the dictionary */
-    for (Py_ssize_t k = 0; k < ds.n; k++) {
-        const int32_t *d = ds.views[k].buf;
-        Py_ssize_t len = ds.views[k].len / 4;
-        for (Py_ssize_t i = 0; i < len; i++) {
-            if (d[i] < 0 || d[i] >= c.ndict) {
-                PyErr_SetString(PyExc_ValueError, "docs hold an index beyond the dictionary");
-                goto done;
-            }
-        }
-    }
-    tie_data = c.data;
-    tie_offsets = c.offsets;
-    if (score_all(&c, &qs, &ds, &ss, nq, &first_dup) == 0) {
+    if (score_all(&c, &run, &table, nq, &first_dup) == 0) {
         result = PyLong_FromLongLong((long long)first_dup);
     }
-    tie_data = NULL;
-    tie_offsets = NULL;
 
 done:
-    PyMem_Free(c.pos);
+    PyMem_Free(table.slots);
+    PyMem_Free(c.slots);
+    PyMem_Free(c.hashes);
     PyMem_Free(c.hits);
     PyMem_Free(c.rel);
     PyMem_Free(c.counts);
     PyMem_Free(c.judged);
     PyMem_Free(c.ideal);
     PyMem_Free(c.log2_table);
-    release_chunks(&qs);
-    release_chunks(&ds);
-    release_chunks(&ss);
-    Py_buffer *views[] = {&off, &data, &jstart, &jdoc, &jgrade, &ks, &codes,
-                          &values, &status, &lengths, &found};
+    release_run(&run);
+    release_strings(&qids);
+    release_strings(&jdocs);
+    Py_buffer *views[] = {&jstart, &jgrade, &ks, &codes, &values, &status, &lengths, &found};
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
         if (views[i]->obj != NULL) {
             PyBuffer_Release(views[i]);
@@ -702,8 +869,8 @@ done:
 }
 
 PyDoc_STRVAR(score_columns_doc,
-             "score_columns(queries, docs, scores, offsets, data, jstart, jdoc, jgrade, ks, "
-             "codes, level, values, status, lengths, found)\n--\n\n"
+             "score_columns(chunks, query_ids, jstart, jdocs, jgrade, ks, codes, level, values, "
+             "status, lengths, found)\n--\n\n"
              "Compiled ragmeter.metrics.columns.py_score_columns: fills values, status, lengths "
              "and found; returns the qrels position of the first query (by its first row) whose "
              "ranking repeats a doc and is scored, or -1.");

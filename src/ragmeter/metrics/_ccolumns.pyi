@@ -3,13 +3,10 @@
 from typing import Any
 
 def score_columns(
-    queries: list[Any],
-    docs: list[Any],
-    scores: list[Any],
-    offsets: Any,
-    data: Any,
+    chunks: list[tuple[tuple[Any, Any], tuple[Any, Any], Any]],
+    query_ids: tuple[Any, Any],
     jstart: Any,
-    jdoc: Any,
+    jdocs: tuple[Any, Any],
     jgrade: Any,
     ks: Any,
     codes: Any,

@@ -1,44 +1,42 @@
-"""The built-in retrieval metrics of a whole run held as integer columns, one call for all queries.
+"""The built-in retrieval metrics of a whole run held as columns, one call for all queries.
 
 The columnar twin of :mod:`ragmeter.metrics._kernel`: where that kernel scores one query from
 Python lists of doc-id strings, :func:`score_columns` scores every query of a run given as
-arrays, so a run read from Parquet or a DataFrame is scored without a Python object per doc.
+Arrow buffers, so a run read from Parquet or a DataFrame is scored without a Python object
+per row and without interning its ids.
 
-The run is three columns, each a list of chunks (the chunks of an Arrow column):
-
-* ``queries`` (int32): per row, the query's position in the qrels, or ``-1`` for a query
-  nobody judged (its rows are ignored);
-* ``docs`` (int32): per row, the doc's index in a dictionary of the run's distinct doc ids,
-  given as Arrow ``large_string`` buffers (``offsets``, int64, and the UTF-8 ``data``);
-* ``scores`` (float64, finite).
+A *strings* value is an Arrow ``string``/``large_string`` array's buffers: ``(offsets, data)``,
+the offsets an int32 or int64 array one longer than the strings, ``data`` their UTF-8 bytes.
+The run is a list of chunks ``(query_ids, doc_ids, scores)``: two strings values and a float64
+array (finite) of one length. ``query_ids`` (strings) are the qrels' queries in qrels order;
+query ``q`` judges ``jdocs[jstart[q]:jstart[q + 1]]`` (strings) with the grades ``jgrade``
+(float64, finite, ``|grade| <= 2**53``). Rows of a query that is not in the qrels are ignored.
 
 Each query's rows (they need not be contiguous) are ranked as trec_eval ranks a run file:
-score descending, ties by doc id descending, bytewise (Python's ``str`` order). The qrels are
-``jstart`` (int64: query ``q``'s judgements are ``jstart[q]:jstart[q + 1]``), ``jdoc`` (int32:
-each judged doc's dictionary index, ``-1`` when the run never retrieves it) and ``jgrade``
-(float64, finite, ``|grade| <= 2**53``). The values of a scored query are the floats
-:func:`~ragmeter.metrics._kernel.py_score_query` returns for that ranking, bit for bit, in
-:func:`~ragmeter.metrics._kernel.result_keys` order.
+score descending, ties by doc id descending, bytewise (Python's ``str`` order). The values of
+a scored query are the floats :func:`~ragmeter.metrics._kernel.py_score_query` returns for
+that ranking, bit for bit, in :func:`~ragmeter.metrics._kernel.result_keys` order.
 
-Two backends share this contract: :func:`py_score_columns` (numpy and the pure-Python
-kernel; the reference) and the optional compiled ``ragmeter.metrics._ccolumns``
+Two backends share this contract: :func:`py_score_columns` (the pure-Python kernel over the
+decoded rows; the reference) and the optional compiled ``ragmeter.metrics._ccolumns``
 (``_ccolumns.c``, built when a C compiler is present at install time). :data:`score_columns`
 is the compiled one when it is importable and ``RAGMETER_PURE_PYTHON`` is unset (or ``""``,
 ``"0"``); :data:`BACKEND` says which.
 
 >>> import numpy as np
->>> offsets, data = np.array([0, 1, 2, 3], dtype=np.int64), b"abc"  # docs 'a', 'b', 'c'
->>> out = score_columns(
-...     [np.array([0, 0, 0], dtype=np.int32)], [np.array([0, 1, 2], dtype=np.int32)],
-...     [np.array([1.0, 3.0, 1.0])], offsets, data,
-...     np.array([0, 1], dtype=np.int64), np.array([0], dtype=np.int32), np.array([1.0]),
-...     [1, 3], kernel_codes(["recall", "mrr"]), None)
+>>> def strings(*ids):
+...     ends = np.cumsum([0] + [len(i) for i in ids])
+...     return ends.astype(np.int64), "".join(ids).encode()
+>>> run = [(strings("q", "q", "q"), strings("a", "b", "c"), np.array([1.0, 3.0, 1.0]))]
+>>> out = score_columns(run, strings("q"), np.array([0, 1]), strings("a"), np.array([1.0]),
+...                     [1, 3], kernel_codes(["recall", "mrr"]), None)
 >>> out.values[0].tolist(), out.status.tolist(), out.lengths.tolist()  # ranked b, c, a
 ([0.0, 1.0, 0.0, 0.3333333333333333, 0.3333333333333333], [1], [3])
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -70,6 +68,8 @@ scored); scored but its ranking repeats a doc id (refused by the drivers)."""
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
+Strings = tuple[npt.NDArray[Any], Any]
+"""An Arrow string array's buffers: offsets (int32 or int64) and UTF-8 bytes."""
 
 
 @dataclass
@@ -106,14 +106,20 @@ def _n_values(ks: Sequence[int], codes: Sequence[int]) -> int:
     return len(result_keys([str(c) for c in codes], codes, ks))
 
 
+def _decoded(strings: Strings) -> list[str]:
+    """Each string of a strings value, as ``str`` (bytes read as latin-1: one char a byte,
+    so equal ids stay equal and their order is the bytewise order)."""
+    offsets, data = strings
+    raw = bytes(memoryview(data))
+    bounds = offsets.tolist()
+    return [raw[a:b].decode("latin-1") for a, b in itertools.pairwise(bounds)]
+
+
 def py_score_columns(
-    queries: Sequence[I32],
-    docs: Sequence[I32],
-    scores: Sequence[F64],
-    offsets: I64,
-    data: Any,
+    chunks: Sequence[tuple[Strings, Strings, F64]],
+    query_ids: Strings,
     jstart: I64,
-    jdoc: I32,
+    jdocs: Strings,
     jgrade: F64,
     ks: Sequence[int],
     codes: Sequence[int],
@@ -121,46 +127,43 @@ def py_score_columns(
 ) -> ColumnScores:
     """Score every query of a columnar run (see the module docstring): the reference.
 
-    Each query's rows are ranked with Python's ``sorted`` on ``(score, doc id)`` and scored
-    by :func:`~ragmeter.metrics._kernel.py_score_query`, its docs named by their dictionary
-    index (``str``) and the judged docs the run lacks by negative numbers, so no two meet.
+    The rows are decoded, grouped by query, ranked with Python's ``sorted`` on ``(score,
+    doc id)`` and scored by :func:`~ragmeter.metrics._kernel.py_score_query`.
     """
-    n_queries = len(jstart) - 1
-    out = _outputs(n_queries, _n_values(ks, codes))
-    q = np.concatenate([*queries, np.empty(0, np.int32)]).astype(np.int64)
-    d = np.concatenate([*docs, np.empty(0, np.int32)])
-    s = np.concatenate([*scores, np.empty(0, np.float64)])
-    order = np.argsort(q, kind="stable")
-    order = order[q[order] >= 0]
-    starts = np.flatnonzero(np.diff(q[order], prepend=-1))
-    raw = bytes(memoryview(data))
+    ids = _decoded(query_ids)
+    position = {qid: i for i, qid in enumerate(ids)}
+    judged = _decoded(jdocs)
+    out = _outputs(len(ids), _n_values(ks, codes))
+    rows: dict[int, list[tuple[float, str]]] = {}
     first_row: dict[int, int] = {}
-    for seg in np.split(order, starts[1:]) if len(order) else []:
-        pos = int(q[seg[0]])
-        ids = {int(x): raw[offsets[x] : offsets[x + 1]] for x in d[seg]}
-        keys = [ids[int(x)] for x in d[seg]]
-        rows = sorted(zip(s[seg].tolist(), keys, d[seg].tolist(), strict=True))
-        ranked = [str(x) for _, _, x in reversed(rows)]
+    row = 0
+    for queries, docs, scores in chunks:
+        for qid, doc, score in zip(_decoded(queries), _decoded(docs), scores.tolist(), strict=True):
+            pos = position.get(qid)
+            if pos is not None:
+                rows.setdefault(pos, []).append((score, doc))
+                first_row.setdefault(pos, row)
+            row += 1
+    repeats: list[int] = []
+    for pos, ranked_rows in rows.items():
+        ranked = [doc for _, doc in sorted(ranked_rows, reverse=True)]
         lo, hi = int(jstart[pos]), int(jstart[pos + 1])
-        judgements = {
-            str(int(jdoc[j])) if jdoc[j] >= 0 else str(-1 - j): float(jgrade[j])
-            for j in range(lo, hi)
-        }
+        judgements = dict(zip(judged[lo:hi], jgrade[lo:hi].tolist(), strict=True))
         out.lengths[pos] = len(ranked)
         out.found[pos] = len(set(ranked).intersection(judgements))
         try:
             values = py_score_query(ranked, judgements, ks, codes, level)
         except RepeatedDocsError:
             out.status[pos] = REPEATS
-            first_row[pos] = int(seg[0])
+            repeats.append(pos)
             continue
         if values is None:
             out.status[pos] = NOT_SCORED
         else:
             out.status[pos] = SCORED
             out.values[pos] = values
-    if first_row:
-        out.first_repeat = min(first_row, key=first_row.__getitem__)
+    if repeats:
+        out.first_repeat = min(repeats, key=first_row.__getitem__)
     return out
 
 
@@ -172,27 +175,21 @@ def _load_c() -> ScoreColumns | None:
         return None
 
     def c_columns(
-        queries: Sequence[I32],
-        docs: Sequence[I32],
-        scores: Sequence[F64],
-        offsets: I64,
-        data: Any,
+        chunks: Sequence[tuple[Strings, Strings, F64]],
+        query_ids: Strings,
         jstart: I64,
-        jdoc: I32,
+        jdocs: Strings,
         jgrade: F64,
         ks: Sequence[int],
         codes: Sequence[int],
         level: float | None,
     ) -> ColumnScores:
-        out = _outputs(len(jstart) - 1, _n_values(ks, codes))
+        out = _outputs(len(query_ids[0]) - 1, _n_values(ks, codes))
         out.first_repeat = _ccolumns.score_columns(
-            [np.ascontiguousarray(x, dtype=np.int32) for x in queries],
-            [np.ascontiguousarray(x, dtype=np.int32) for x in docs],
-            [np.ascontiguousarray(x, dtype=np.float64) for x in scores],
-            np.ascontiguousarray(offsets, dtype=np.int64),
-            data,
+            [(q, d, np.ascontiguousarray(s, dtype=np.float64)) for q, d, s in chunks],
+            query_ids,
             np.ascontiguousarray(jstart, dtype=np.int64),
-            np.ascontiguousarray(jdoc, dtype=np.int32),
+            jdocs,
             np.ascontiguousarray(jgrade, dtype=np.float64),
             np.asarray(ks, dtype=np.int64),
             np.asarray(codes, dtype=np.int64),
