@@ -43,8 +43,10 @@ def as_table(value: Any, columns: Mapping[str, str], what: str) -> Any:
         if not path.is_file():
             raise FileNotFoundError(2, f"{what} file not found", str(path))
         _check_names(pq.read_schema(path).names, columns, what)
+        # ParquetFile, not read_table (which imports pyarrow.dataset, and pandas with it);
         # one thread: arrow's threaded decoding of string pages costs 3x the CPU
-        return pq.read_table(path, columns=names, use_threads=False)
+        with pq.ParquetFile(path) as parquet:
+            return parquet.read(columns=names, use_threads=False)
     module = type(value).__module__.split(".", 1)[0]
     if isinstance(value, pa.RecordBatch):
         value = pa.Table.from_batches([value])

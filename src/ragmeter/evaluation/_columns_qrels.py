@@ -73,12 +73,14 @@ def _grade_problem(table: Any, names: Mapping[str, str]) -> tuple[Any, tuple[int
         )
     target = pa.float64() if pa.types.is_floating(kind) else pa.int64()
     values = pc.cast(column, target)
-    limit = pa.scalar(int(MAX_GRADE) if target == pa.int64() else float(MAX_GRADE), target)
-    bounds = pc.and_(pc.greater_equal(values, pc.negate(limit)), pc.less_equal(values, limit))
-    row = first_true(pc.invert(pc.fill_null(bounds, False)))
-    grades = values.to_numpy() if values.null_count == 0 else None
-    if row is None:
+    nulls = first_true(pc.is_null(values)) if values.null_count else None
+    grades = values.fill_null(0).to_numpy()  # (pa.scalar and its kin import pandas)
+    limit = int(MAX_GRADE) if target == pa.int64() else MAX_GRADE
+    outside = np.flatnonzero(~((grades >= -limit) & (grades <= limit)))  # NaN: outside
+    rows = [r for r in (nulls, int(outside[0]) if len(outside) else None) if r is not None]
+    if not rows:
         return grades, None
+    row = min(rows)
     message = (
         f"the qrels row {row}, column {name!r}: a grade must be a finite number with "
         f"|grade| <= 2**53, got {column[row].as_py()!r}{where(table, names, row)}"
