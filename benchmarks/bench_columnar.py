@@ -371,6 +371,14 @@ def main() -> None:
                     print(f"  {library:17} failed: {best['error']}", flush=True)
                 results["rows"].append(row)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    if RESULTS.exists():  # rows of other sizes and libraries, from earlier runs, are kept
+        fresh = results["rows"]
+        done = {(r["library"], r["n_queries"]) for r in fresh}
+        earlier = json.loads(RESULTS.read_text())["rows"]
+        kept = [r for r in earlier if (r["library"], r["n_queries"]) not in done]
+        results["rows"] = sorted(
+            kept + fresh, key=lambda r: (r["n_queries"], LIBRARIES.index(r["library"]))
+        )
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten to {RESULTS}")
 

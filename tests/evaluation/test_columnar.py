@@ -408,3 +408,57 @@ def test_qrels_tables_are_read_as_qrels_from_arrow_reads_them(
     assert outcome(evaluate_run_columns, given_table, run) == outcome(
         lambda: reference(qrels_from_arrow(given_table), run)
     )
+
+
+# --------------------------------------------------------------------------- Parquet, streamed
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=FIXTURE)
+@given(qrels=qrels_st, rows=runs(), grouped=st.booleans(), batch=st.integers(1, 7))
+def test_a_parquet_run_read_a_batch_at_a_time_scores_the_same(
+    backend: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    qrels: dict[str, dict[str, float]],
+    rows: list[Any],
+    grouped: bool,
+    batch: int,
+) -> None:
+    """Queries cut across batches, or not grouped at all (then the file is read whole)."""
+    from ragmeter.evaluation import _columns_stream
+
+    monkeypatch.setattr(_columns_stream, "BATCH_ROWS", batch)
+    if grouped:
+        rows = sorted(rows, key=lambda r: r[0])
+    path = tmp_path_factory.mktemp("runs") / "run.parquet"
+    pq.write_table(table(rows), path, row_group_size=5)
+    assert outcome(evaluate_run_columns, qrels, path, per_query=False) == outcome(
+        reference, qrels, table(rows), per_query=False
+    )
+
+
+def test_a_streamed_run_names_bad_rows_by_their_place_in_the_file(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragmeter.evaluation import _columns_stream
+
+    monkeypatch.setattr(_columns_stream, "BATCH_ROWS", 2)
+    run = pa.table(
+        {
+            "query_id": ["q1", "q1", "q2", "q2", "q3", "q3"],
+            "doc_id": ["a", "b", "a", "b", "a", "b"],
+            "score": [1.0, 2.0, 3.0, 4.0, math.nan, 1.0],
+        }
+    )
+    path = tmp_path / "run.parquet"
+    pq.write_table(run, path)
+    with pytest.raises(InvalidInputError) as ours:
+        evaluate_run_columns({"q1": {"a": 1}}, path)
+    with pytest.raises(InvalidInputError) as theirs:
+        run_from_arrow(run)
+    assert str(ours.value) == str(theirs.value)
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(table([]), empty)
+    assert outcome(evaluate_run_columns, {"q1": {"a": 1}}, empty) == outcome(
+        reference, {"q1": {"a": 1}}, table([])
+    )

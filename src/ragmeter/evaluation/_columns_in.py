@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -21,11 +21,30 @@ import numpy.typing as npt
 from ragmeter.errors import InvalidInputError
 from ragmeter.io.scores import require_pyarrow
 
-__all__ = ["RunColumns", "as_table", "run_columns"]
+__all__ = ["RunColumns", "RunRows", "as_table", "check_parquet", "is_path", "run_columns"]
 
 
-def _is_path(value: object) -> bool:
+def is_path(value: object) -> bool:
+    """Whether a run or qrels argument names a file (a ``str`` or path)."""
     return isinstance(value, (str, os.PathLike))
+
+
+def check_parquet(path: Any, columns: Mapping[str, str], what: str) -> None:
+    """Refuse a Parquet file that does not exist or lacks a column (before reading it)."""
+    import pyarrow.parquet as pq
+
+    where = Path(path)
+    if not where.is_file():
+        raise FileNotFoundError(2, f"{what} file not found", str(where))
+    _check_names(pq.read_schema(where).names, columns, what)
+
+
+class RunRows(Protocol):
+    """What a message asks of a whole run: :class:`RunColumns`, or a file read again."""
+
+    def first_query_ids(self, n: int) -> list[str]: ...
+
+    def ranking(self, qid: str) -> list[str]: ...
 
 
 def as_table(value: Any, columns: Mapping[str, str], what: str) -> Any:
@@ -36,13 +55,11 @@ def as_table(value: Any, columns: Mapping[str, str], what: str) -> Any:
     """
     pa = require_pyarrow()
     names = list(columns.values())
-    if _is_path(value):
+    if is_path(value):
         import pyarrow.parquet as pq
 
         path = Path(value)
-        if not path.is_file():
-            raise FileNotFoundError(2, f"{what} file not found", str(path))
-        _check_names(pq.read_schema(path).names, columns, what)
+        check_parquet(path, columns, what)
         # ParquetFile, not read_table (which imports pyarrow.dataset, and pandas with it);
         # one thread: arrow's threaded decoding of string pages costs 3x the CPU
         with pq.ParquetFile(path) as parquet:
@@ -138,7 +155,9 @@ def first_true(mask: Any) -> int | None:
     return None if found is None or found < 0 else int(found)
 
 
-def id_problem(column: Any, name: str, what: str = "the run") -> tuple[int, str] | None:
+def id_problem(
+    column: Any, name: str, what: str = "the run", offset: int = 0
+) -> tuple[int, str] | None:
     """``(row, message)`` of the first null id, else ``None``; a bad id type raises."""
     pa = require_pyarrow()
     kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
@@ -158,12 +177,13 @@ def id_problem(column: Any, name: str, what: str = "the run") -> tuple[int, str]
         row = first_true(pc.is_null(column))
         if row is not None:
             return row, (
-                f"{what} row {row}, column {name!r}: an id must be a string (or an int), got None"
+                f"{what} row {row + offset}, column {name!r}: an id must be a string (or an "
+                "int), got None"
             )
     return None
 
 
-def _score_problem(column: Any, name: str) -> tuple[Any, tuple[int, str] | None]:
+def _score_problem(column: Any, name: str, offset: int = 0) -> tuple[Any, tuple[int, str] | None]:
     """The scores as float64, and the first null or non-finite one."""
     pa = require_pyarrow()
     import pyarrow.compute as pc
@@ -179,7 +199,7 @@ def _score_problem(column: Any, name: str) -> tuple[Any, tuple[int, str] | None]
     if row is None:
         return floats, None
     value = column[row].as_py()
-    return floats, (row, f"the run row {row}, column {name!r}: a score must be a finite "
+    return floats, (row, f"the run row {row + offset}, column {name!r}: a score must be a finite "
                          f"number, got {value!r}")  # fmt: skip
 
 
@@ -235,8 +255,9 @@ def _as_strings(column: Any) -> Any:
     return pc.cast(column, pa.large_string())
 
 
-def run_columns(table: Any, names: Mapping[str, str]) -> RunColumns:
-    """The columns of a run table (see :func:`as_table`), checked row by row.
+def run_columns(table: Any, names: Mapping[str, str], offset: int = 0) -> RunColumns:
+    """The columns of a run table (see :func:`as_table`), checked row by row (a message
+    counts rows from ``offset``: where the table starts in the whole run).
 
     Raises :class:`InvalidInputError` for the first row (and, within it, the first of the
     query id, doc id and score columns) holding a null id or a missing, NaN or infinite score.
@@ -244,10 +265,10 @@ def run_columns(table: Any, names: Mapping[str, str]) -> RunColumns:
     pa = require_pyarrow()
     qcol, dcol, scol = (table.column(names[role]) for role in ("query_id", "doc_id", "score"))
     problems = [
-        id_problem(qcol, names["query_id"]),
-        id_problem(dcol, names["doc_id"]),
+        id_problem(qcol, names["query_id"], offset=offset),
+        id_problem(dcol, names["doc_id"], offset=offset),
     ]
-    floats, score_problem = _score_problem(scol, names["score"])
+    floats, score_problem = _score_problem(scol, names["score"], offset)
     if score_problem is not None:
         score_problem = (
             score_problem[0],

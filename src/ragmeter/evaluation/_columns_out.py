@@ -20,7 +20,7 @@ from ragmeter._types import MAX_GRADE
 from ragmeter.aggregate import BLOCK
 from ragmeter.errors import DuplicateDocumentError, InvalidInputError
 from ragmeter.evaluation._checks import str_keys
-from ragmeter.evaluation._columns_in import RunColumns, strings_of
+from ragmeter.evaluation._columns_in import RunColumns, RunRows, strings_of
 from ragmeter.evaluation._columns_qrels import ColumnQrels
 from ragmeter.evaluation.scoring import (
     RunPartial,
@@ -90,7 +90,7 @@ def column_scores(columns: RunColumns, plan: RunPlan) -> ColumnScores:
     )
 
 
-def _partial(columns: RunColumns, scores: ColumnScores, plan: RunPlan) -> RunPartial:
+def _partial(columns: RunRows, scores: ColumnScores, plan: RunPlan) -> RunPartial:
     """The :class:`~ragmeter.evaluation.scoring.RunPartial` :func:`score_pairs` would leave
     (without its rows or distributions, which :func:`_report` adds)."""
     qids = list(plan.qrels)
@@ -123,7 +123,7 @@ def _partial(columns: RunColumns, scores: ColumnScores, plan: RunPlan) -> RunPar
 
 
 def column_report(
-    columns: RunColumns, scores: ColumnScores, plan: RunPlan, log: WarningLog, out: Path | None
+    columns: RunRows, scores: ColumnScores, plan: RunPlan, log: WarningLog, out: Path | None
 ) -> RetrievalEvalReport:
     """The report from the kernel's values (kept rows, or distributions and a file)."""
     from ragmeter.io.scores import open_score_writer

@@ -104,12 +104,17 @@ def evaluate_run_columns(
     )
     log = warnings if warnings is not None else WarningLog()
     qrels = _qrels_mapping(qrels, query_id, doc_id, relevance)
-    from ragmeter.evaluation._columns_in import as_table, run_columns  # numpy, pyarrow
+    from ragmeter.evaluation._columns_in import as_table, check_parquet, is_path, run_columns
 
-    table = as_table(run, names, "the run")
+    table: Any = None  # a Parquet file is read later, a batch at a time
+    if is_path(run):
+        check_parquet(run, names, "the run")
+    else:
+        table = as_table(run, names, "the run")
     keep, out = check_per_query(per_query)
     plan = plan_run(qrels, options, keep=keep)
     if measures is not None or judged_only or plan.custom:  # not in the columnar kernel
+        table = as_table(run, names, "the run") if table is None else table
         dict_run = run_from_arrow(table, query_id=query_id, doc_id=doc_id, score=score)
         return evaluate_run(
             qrels, dict_run, k_values=k_values, metrics=metrics,
@@ -119,8 +124,12 @@ def evaluate_run_columns(
         )  # fmt: skip
     log_read_notes(log, qrels)
     from ragmeter.evaluation._columns_out import column_report, column_scores  # numpy
+    from ragmeter.evaluation._columns_stream import stream_scores
 
     with paused_gc():
+        if table is None:  # a Parquet file: read a batch at a time
+            scores, rows = stream_scores(run, names, plan)
+            return column_report(rows, scores, plan, log, out)
         columns = run_columns(table, names)
         del table
         return column_report(columns, column_scores(columns, plan), plan, log, out)
