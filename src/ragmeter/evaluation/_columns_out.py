@@ -20,7 +20,7 @@ from ragmeter._types import MAX_GRADE
 from ragmeter.aggregate import BLOCK
 from ragmeter.errors import DuplicateDocumentError, InvalidInputError
 from ragmeter.evaluation._checks import str_keys
-from ragmeter.evaluation._columns_in import RunColumns, RunRows, strings_of
+from ragmeter.evaluation._columns_in import RunColumns, RunRows, Strings, strings_of
 from ragmeter.evaluation._columns_qrels import ColumnQrels
 from ragmeter.evaluation.scoring import (
     RunPartial,
@@ -33,7 +33,7 @@ from ragmeter.io.trec import TREC_ORDERING
 from ragmeter.metrics.columns import SCORED, ColumnScores, score_columns
 from ragmeter.report import RetrievalEvalReport, WarningLog
 
-__all__ = ["column_report", "column_scores"]
+__all__ = ["Prepared", "column_report", "column_scores", "prepare_qrels"]
 
 _EXAMPLES = 4
 """Distinct ids a message shows (as :mod:`ragmeter.evaluation.scoring`)."""
@@ -68,8 +68,12 @@ def _judgements(plan: RunPlan) -> tuple[np.ndarray[Any, Any], list[str], list[fl
     return np.asarray(starts, dtype=np.int64), docs, grades
 
 
-def column_scores(columns: RunColumns, plan: RunPlan) -> ColumnScores:
-    """Every judged query's kernel values, from the run's buffers and the qrels' columns."""
+Prepared = tuple[Strings, Any, Strings, Any]
+"""The qrels as the kernel reads them: query ids, ``jstart``, judged docs, grades."""
+
+
+def prepare_qrels(plan: RunPlan) -> Prepared:
+    """The plan's qrels as flat columns (once per run, however many parts it is read in)."""
     import pyarrow as pa
 
     qrels = plan.qrels
@@ -78,15 +82,21 @@ def column_scores(columns: RunColumns, plan: RunPlan) -> ColumnScores:
     else:
         jstart, listed, graded = _judgements(plan)
         jdocs, grades = pa.array(listed, pa.large_string()), np.asarray(graded, np.float64)
+    qids = pa.array(list(qrels), pa.large_string())
+    return strings_of(qids), jstart, strings_of(jdocs), grades
+
+
+def column_scores(
+    columns: RunColumns,
+    plan: RunPlan,
+    prepared: Prepared | None = None,
+    out: ColumnScores | None = None,
+) -> ColumnScores:
+    """Every judged query's kernel values, from the run's buffers and the qrels' columns
+    (into ``out`` when given: see :func:`ragmeter.metrics.columns.score_columns`)."""
+    query_ids, jstart, jdocs, grades = prepared or prepare_qrels(plan)
     return score_columns(
-        columns.chunks(),
-        strings_of(pa.array(list(qrels), pa.large_string())),
-        jstart,
-        strings_of(jdocs),
-        grades,
-        plan.ks,
-        plan.codes,
-        plan.level,
+        columns.chunks(), query_ids, jstart, jdocs, grades, plan.ks, plan.codes, plan.level, out
     )
 
 

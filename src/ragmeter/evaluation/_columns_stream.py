@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ragmeter.evaluation._columns_in import RunColumns, as_table, run_columns
-from ragmeter.evaluation._columns_out import column_scores
+from ragmeter.evaluation._columns_out import column_scores, prepare_qrels
 from ragmeter.evaluation.scoring import RunPlan
-from ragmeter.metrics.columns import NOT_RANKED, ColumnScores
+from ragmeter.metrics.columns import ColumnScores, SplitQueryError, outputs
 
 __all__ = ["BATCH_ROWS", "ParquetRun", "stream_scores"]
 
@@ -93,21 +93,12 @@ def stream_scores(
     path: str | os.PathLike[str], names: Mapping[str, str], plan: RunPlan
 ) -> tuple[ColumnScores, RunColumns | ParquetRun]:
     """The kernel's values for a Parquet run, read a batch at a time (see the module)."""
-    merged: ColumnScores | None = None
-    for table, offset in _blocks(path, names):
-        part = column_scores(run_columns(table, names, offset), plan)
-        if merged is None:
-            merged = part
-            continue
-        seen = part.status != NOT_RANKED
-        if np.any(merged.status[seen] != NOT_RANKED):  # a query in two places: read it all
-            whole = run_columns(as_table(path, names, "the run"), names)
-            return column_scores(whole, plan), whole
-        for name in ("values", "status", "lengths", "found"):
-            getattr(merged, name)[seen] = getattr(part, name)[seen]
-        if merged.first_repeat < 0:
-            merged.first_repeat = part.first_repeat
-    if merged is None:  # an empty file
+    prepared = prepare_qrels(plan)
+    merged = outputs(len(plan.qrels), len(plan.keys))
+    try:
+        for table, offset in _blocks(path, names):
+            column_scores(run_columns(table, names, offset), plan, prepared, merged)
+    except SplitQueryError:  # a query in two places: read the file whole
         whole = run_columns(as_table(path, names, "the run"), names)
-        return column_scores(whole, plan), whole
+        return column_scores(whole, plan, prepared), whole
     return merged, ParquetRun(path, names)

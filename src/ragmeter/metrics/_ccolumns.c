@@ -585,6 +585,13 @@ score_all(Ctx *c, const Run *run, const QueryTable *t, int64_t nq, int64_t *firs
     }
     int64_t cap = 0;
     *first_dup = -1;
+    for (int64_t q = 0; q < nq; q++) { /* (a first pass: no query may be scored already) */
+        if (head[q] >= 0 && c->status[q] != 0) {
+            *first_dup = -2;
+            rc = 0;
+            goto done;
+        }
+    }
     for (int64_t q = 0; q < nq; q++) {
         if (head[q] < 0) {
             continue;
@@ -825,7 +832,6 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
         int64_t n = c.jstart[q + 1] - c.jstart[q];
         most = n > most ? n : most;
     }
-    memset(c.status, 0, (size_t)nq);
     c.hits = PyMem_Malloc((size_t)most * sizeof(Hit));
     c.rel = PyMem_Malloc((size_t)most * sizeof(int64_t));
     c.counts = PyMem_Malloc((size_t)c.nk * sizeof(int64_t));
@@ -872,8 +878,9 @@ PyDoc_STRVAR(score_columns_doc,
              "score_columns(chunks, query_ids, jstart, jdocs, jgrade, ks, codes, level, values, "
              "status, lengths, found)\n--\n\n"
              "Compiled ragmeter.metrics.columns.py_score_columns: fills values, status, lengths "
-             "and found; returns the qrels position of the first query (by its first row) whose "
-             "ranking repeats a doc and is scored, or -1.");
+             "and found for the queries with rows (status must be 0 for them: else nothing is "
+             "written and -2 returned); returns the qrels position of the first query (by its "
+             "first row) whose ranking repeats a doc and is scored, or -1.");
 
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_VARARGS, score_columns_doc},

@@ -12,6 +12,9 @@ array (finite) of one length. ``query_ids`` (strings) are the qrels' queries in 
 query ``q`` judges ``jdocs[jstart[q]:jstart[q + 1]]`` (strings) with the grades ``jgrade``
 (float64, finite, ``|grade| <= 2**53``). Rows of a query that is not in the qrels are ignored.
 
+Given ``out`` (from :func:`outputs`), a call fills it in place, so a run can be scored in
+parts, provided each query's rows are all in one part (else :class:`SplitQueryError`).
+
 Each query's rows (they need not be contiguous) are ranked as trec_eval ranks a run file:
 score descending, ties by doc id descending, bytewise (Python's ``str`` order). The values of
 a scored query are the floats :func:`~ragmeter.metrics._kernel.py_score_query` returns for
@@ -54,8 +57,10 @@ __all__ = [
     "REPEATS",
     "SCORED",
     "ColumnScores",
+    "SplitQueryError",
     "c_score_columns",
     "kernel_codes",
+    "outputs",
     "py_score_columns",
     "result_keys",
     "score_columns",
@@ -92,7 +97,14 @@ class ColumnScores:
 ScoreColumns = Callable[..., ColumnScores]
 
 
-def _outputs(n_queries: int, n_values: int) -> ColumnScores:
+class SplitQueryError(Exception):
+    """Raised by :func:`score_columns` given ``out`` that already holds a query the run's
+    rows rank again (nothing is written): a run scored in parts must give each query's rows
+    in one part."""
+
+
+def outputs(n_queries: int, n_values: int) -> ColumnScores:
+    """Empty outputs (no query ranked) to fill over several calls of :func:`score_columns`."""
     return ColumnScores(
         values=np.zeros((n_queries, n_values), dtype=np.float64),
         status=np.zeros(n_queries, dtype=np.int8),
@@ -124,6 +136,7 @@ def py_score_columns(
     ks: Sequence[int],
     codes: Sequence[int],
     level: float | None,
+    out: ColumnScores | None = None,
 ) -> ColumnScores:
     """Score every query of a columnar run (see the module docstring): the reference.
 
@@ -133,7 +146,7 @@ def py_score_columns(
     ids = _decoded(query_ids)
     position = {qid: i for i, qid in enumerate(ids)}
     judged = _decoded(jdocs)
-    out = _outputs(len(ids), _n_values(ks, codes))
+    out = out if out is not None else outputs(len(ids), _n_values(ks, codes))
     rows: dict[int, list[tuple[float, str]]] = {}
     first_row: dict[int, int] = {}
     row = 0
@@ -144,6 +157,8 @@ def py_score_columns(
                 rows.setdefault(pos, []).append((score, doc))
                 first_row.setdefault(pos, row)
             row += 1
+    if np.any(out.status[list(rows)] != NOT_RANKED):
+        raise SplitQueryError
     repeats: list[int] = []
     for pos, ranked_rows in rows.items():
         ranked = [doc for _, doc in sorted(ranked_rows, reverse=True)]
@@ -162,7 +177,7 @@ def py_score_columns(
         else:
             out.status[pos] = SCORED
             out.values[pos] = values
-    if repeats:
+    if repeats and out.first_repeat < 0:
         out.first_repeat = min(repeats, key=first_row.__getitem__)
     return out
 
@@ -183,9 +198,10 @@ def _load_c() -> ScoreColumns | None:
         ks: Sequence[int],
         codes: Sequence[int],
         level: float | None,
+        out: ColumnScores | None = None,
     ) -> ColumnScores:
-        out = _outputs(len(query_ids[0]) - 1, _n_values(ks, codes))
-        out.first_repeat = _ccolumns.score_columns(
+        out = out if out is not None else outputs(len(query_ids[0]) - 1, _n_values(ks, codes))
+        first = _ccolumns.score_columns(
             [(q, d, np.ascontiguousarray(s, dtype=np.float64)) for q, d, s in chunks],
             query_ids,
             np.ascontiguousarray(jstart, dtype=np.int64),
@@ -199,6 +215,10 @@ def _load_c() -> ScoreColumns | None:
             out.lengths,
             out.found,
         )
+        if first == -2:
+            raise SplitQueryError
+        if out.first_repeat < 0:
+            out.first_repeat = first
         return out
 
     c_columns.__doc__ = "The compiled :func:`py_score_columns` (``_ccolumns.c``)."
