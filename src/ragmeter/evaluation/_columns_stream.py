@@ -26,12 +26,17 @@ __all__ = ["BATCH_ROWS", "ParquetRun", "stream_scores"]
 BATCH_ROWS = 1 << 20
 """Rows read from the file at a time."""
 
+_EXAMPLES = 4
+"""Query ids a message shows (as :mod:`ragmeter.evaluation.scoring`)."""
+
 
 class ParquetRun:
     """The run of a Parquet file, for the messages: read again when asked."""
 
     def __init__(self, path: str | os.PathLike[str], names: Mapping[str, str]) -> None:
         self.path, self.names = path, names
+        self.first_ids: list[str] = []
+        """The first distinct query ids, noted while the file was scored."""
 
     def _batches(self) -> Iterator[RunColumns]:
         import pyarrow as pa
@@ -44,6 +49,8 @@ class ParquetRun:
                 yield run_columns(pa.Table.from_batches([batch]), self.names)
 
     def first_query_ids(self, n: int) -> list[str]:
+        if len(self.first_ids) >= n:
+            return self.first_ids[:n]
         seen: dict[str, None] = {}
         for part in self._batches():
             seen.update(dict.fromkeys(part.first_query_ids(n)))
@@ -95,10 +102,15 @@ def stream_scores(
     """The kernel's values for a Parquet run, read a batch at a time (see the module)."""
     prepared = prepare_qrels(plan)
     merged = outputs(len(plan.qrels), len(plan.keys))
+    rows = ParquetRun(path, names)
     try:
         for table, offset in _blocks(path, names):
-            column_scores(run_columns(table, names, offset), plan, prepared, merged)
+            columns = run_columns(table, names, offset)
+            column_scores(columns, plan, prepared, merged)
+            if len(rows.first_ids) < _EXAMPLES:
+                ids = dict.fromkeys([*rows.first_ids, *columns.first_query_ids(_EXAMPLES)])
+                rows.first_ids = list(ids)
     except SplitQueryError:  # a query in two places: read the file whole
         whole = run_columns(as_table(path, names, "the run"), names)
         return column_scores(whole, plan, prepared), whole
-    return merged, ParquetRun(path, names)
+    return merged, rows
