@@ -161,3 +161,31 @@ def test_malformed_buffers_are_refused() -> None:
         call(query_ids=strings(["q", "q"]), jstart=np.array([0, 1, 1], dtype=np.int64))
     with pytest.raises(TypeError):
         call(chunks="not a list")
+
+
+@needs_c
+def test_a_query_table_built_once_scores_the_same_and_a_wrong_one_is_refused() -> None:
+    from ragmeter.metrics import _ccolumns
+
+    args = {
+        "chunks": [(strings(["q", "r", "q"]), strings(["a", "a", "b"]), np.array([1.0, 2, 3]))],
+        "query_ids": strings(["r", "q"]),
+        "jstart": np.array([0, 1, 2], dtype=np.int64),
+        "jdocs": strings(["a", "a"]),
+        "jgrade": np.array([1.0, 2.0]),
+        "ks": [1, 2],
+        "codes": ALL,
+        "level": None,
+    }
+    assert C is not None
+    plain, given = C(**args), C(**args, table=columns.query_table(args["query_ids"]))
+    assert plain.values.tobytes() == given.values.tobytes()
+    assert plain.status.tolist() == given.status.tolist() == [1, 1]
+    for wrong in (bytearray(8), np.full(16, 7, dtype=np.int64)):  # too small; beyond the ids
+        with pytest.raises(ValueError, match="not a table from query_slots"):
+            _ccolumns.score_columns(
+                args["chunks"], args["query_ids"], args["jstart"], args["jdocs"],
+                args["jgrade"], np.array([1], np.int64), np.array([1], np.int64), None,
+                np.zeros(2), np.zeros(2, np.int8), np.zeros(2, np.int64), np.zeros(2, np.int64),
+                wrong,
+            )  # fmt: skip

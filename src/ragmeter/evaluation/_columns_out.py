@@ -30,7 +30,7 @@ from ragmeter.evaluation.scoring import (
     finish_report,
 )
 from ragmeter.io.trec import TREC_ORDERING
-from ragmeter.metrics.columns import SCORED, ColumnScores, score_columns
+from ragmeter.metrics.columns import SCORED, ColumnScores, query_table, score_columns
 from ragmeter.report import RetrievalEvalReport, WarningLog
 
 __all__ = ["Prepared", "column_report", "column_scores", "prepare_qrels"]
@@ -68,8 +68,9 @@ def _judgements(plan: RunPlan) -> tuple[np.ndarray[Any, Any], list[str], list[fl
     return np.asarray(starts, dtype=np.int64), docs, grades
 
 
-Prepared = tuple[Strings, Any, Strings, Any]
-"""The qrels as the kernel reads them: query ids, ``jstart``, judged docs, grades."""
+Prepared = tuple[Strings, Any, Strings, Any, Any]
+"""The qrels as the kernel reads them: query ids, ``jstart``, judged docs, grades, and the
+compiled kernel's hash table of the query ids."""
 
 
 def prepare_qrels(plan: RunPlan) -> Prepared:
@@ -82,8 +83,8 @@ def prepare_qrels(plan: RunPlan) -> Prepared:
     else:
         jstart, listed, graded = _judgements(plan)
         jdocs, grades = pa.array(listed, pa.large_string()), np.asarray(graded, np.float64)
-    qids = pa.array(list(qrels), pa.large_string())
-    return strings_of(qids), jstart, strings_of(jdocs), grades
+    qids = strings_of(pa.array(list(qrels), pa.large_string()))
+    return qids, jstart, strings_of(jdocs), grades, query_table(qids)
 
 
 def column_scores(
@@ -94,9 +95,10 @@ def column_scores(
 ) -> ColumnScores:
     """Every judged query's kernel values, from the run's buffers and the qrels' columns
     (into ``out`` when given: see :func:`ragmeter.metrics.columns.score_columns`)."""
-    query_ids, jstart, jdocs, grades = prepared or prepare_qrels(plan)
+    query_ids, jstart, jdocs, grades, table = prepared or prepare_qrels(plan)
+    chunks = columns.chunks()
     return score_columns(
-        columns.chunks(), query_ids, jstart, jdocs, grades, plan.ks, plan.codes, plan.level, out
+        chunks, query_ids, jstart, jdocs, grades, plan.ks, plan.codes, plan.level, out, table
     )
 
 

@@ -771,14 +771,51 @@ query_table(QueryTable *t, const Strings *ids)
     return 0;
 }
 
+/* A table query_slots built for these ids: checked (size, entries), not rebuilt. */
+static int
+given_table(QueryTable *t, const Strings *ids, const Py_buffer *slots)
+{
+    int64_t cap = slots->len / 8;
+    if (slots->len % 8 || cap < 16 || (cap & (cap - 1)) || cap < 2 * ids->n) {
+        PyErr_SetString(PyExc_ValueError, "slots: not a table from query_slots for these ids");
+        return -1;
+    }
+    const int64_t *x = slots->buf;
+    for (int64_t j = 0; j < cap; j++) {
+        if (x[j] < 0 || x[j] > ids->n) {
+            PyErr_SetString(PyExc_ValueError, "slots: not a table from query_slots for these ids");
+            return -1;
+        }
+    }
+    t->ids = ids;
+    t->mask = cap - 1;
+    t->slots = (int64_t *)slots->buf;
+    return 0;
+}
+
+static PyObject *
+query_slots(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Strings ids;
+    QueryTable t = {0};
+    PyObject *out = NULL;
+    if (get_strings(arg, &ids, "query_ids") == 0 && query_table(&t, &ids) == 0) {
+        out = PyByteArray_FromStringAndSize((const char *)t.slots,
+                                            (Py_ssize_t)((t.mask + 1) * 8));
+    }
+    PyMem_Free(t.slots);
+    release_strings(&ids);
+    return out;
+}
+
 static PyObject *
 score_columns(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *chunks_obj, *qids_obj, *jstart_obj, *jdocs_obj, *jgrade_obj, *ks_obj, *codes_obj;
-    PyObject *level_obj, *values_obj, *status_obj, *lengths_obj, *found_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO:score_columns", &chunks_obj, &qids_obj,
+    PyObject *level_obj, *values_obj, *status_obj, *lengths_obj, *found_obj, *slots_obj = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO|O:score_columns", &chunks_obj, &qids_obj,
                           &jstart_obj, &jdocs_obj, &jgrade_obj, &ks_obj, &codes_obj, &level_obj,
-                          &values_obj, &status_obj, &lengths_obj, &found_obj)) {
+                          &values_obj, &status_obj, &lengths_obj, &found_obj, &slots_obj)) {
         return NULL;
     }
     Ctx c;
@@ -790,7 +827,7 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
     memset(&jdocs, 0, sizeof jdocs);
     QueryTable table = {0};
     Py_buffer jstart = {0}, jgrade = {0}, ks = {0}, codes = {0};
-    Py_buffer values = {0}, status = {0}, lengths = {0}, found = {0};
+    Py_buffer values = {0}, status = {0}, lengths = {0}, found = {0}, slots = {0};
     PyObject *result = NULL;
     int64_t first_dup = -1;
 
@@ -842,7 +879,16 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if (grow_log2(&c, 1024) < 0 || query_table(&table, &qids) < 0) {
+    if (grow_log2(&c, 1024) < 0) {
+        goto done;
+    }
+    if (slots_obj != NULL && slots_obj != Py_None) { /* a table built once by query_slots */
+        if (PyObject_GetBuffer(slots_obj, &slots, PyBUF_C_CONTIGUOUS) < 0 ||
+            given_table(&table, &qids, &slots) < 0) {
+            goto done;
+        }
+    }
+    else if (query_table(&table, &qids) < 0) {
         goto done;
     }
     c.idcg = c.ideal + (most + 1);
@@ -853,7 +899,9 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
     }
 
 done:
-    PyMem_Free(table.slots);
+    if (slots.obj == NULL) {
+        PyMem_Free(table.slots);
+    }
     PyMem_Free(c.slots);
     PyMem_Free(c.hashes);
     PyMem_Free(c.hits);
@@ -865,7 +913,8 @@ done:
     release_run(&run);
     release_strings(&qids);
     release_strings(&jdocs);
-    Py_buffer *views[] = {&jstart, &jgrade, &ks, &codes, &values, &status, &lengths, &found};
+    Py_buffer *views[] = {&jstart, &jgrade, &ks, &codes, &values, &status, &lengths, &found,
+                          &slots};
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
         if (views[i]->obj != NULL) {
             PyBuffer_Release(views[i]);
@@ -876,14 +925,20 @@ done:
 
 PyDoc_STRVAR(score_columns_doc,
              "score_columns(chunks, query_ids, jstart, jdocs, jgrade, ks, codes, level, values, "
-             "status, lengths, found)\n--\n\n"
+             "status, lengths, found, slots=None)\n--\n\n"
              "Compiled ragmeter.metrics.columns.py_score_columns: fills values, status, lengths "
              "and found for the queries with rows (status must be 0 for them: else nothing is "
              "written and -2 returned); returns the qrels position of the first query (by its "
              "first row) whose ranking repeats a doc and is scored, or -1.");
 
+PyDoc_STRVAR(query_slots_doc,
+             "query_slots(query_ids)\n--\n\n"
+             "The hash table of the qrels' query ids (a bytearray) that score_columns takes as "
+             "its last argument, so a run scored in parts hashes them once.");
+
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_VARARGS, score_columns_doc},
+    {"query_slots", query_slots, METH_O, query_slots_doc},
     {NULL, NULL, 0, NULL},
 };
 

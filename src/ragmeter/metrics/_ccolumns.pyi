@@ -15,4 +15,6 @@ def score_columns(
     status: Any,
     lengths: Any,
     found: Any,
+    slots: Any = None,
 ) -> int: ...
+def query_slots(query_ids: tuple[Any, Any]) -> bytearray: ...

@@ -13,7 +13,8 @@ query ``q`` judges ``jdocs[jstart[q]:jstart[q + 1]]`` (strings) with the grades 
 (float64, finite, ``|grade| <= 2**53``). Rows of a query that is not in the qrels are ignored.
 
 Given ``out`` (from :func:`outputs`), a call fills it in place, so a run can be scored in
-parts, provided each query's rows are all in one part (else :class:`SplitQueryError`).
+parts, provided each query's rows are all in one part (else :class:`SplitQueryError`);
+``table`` (from :func:`query_table`) spares each part hashing the query ids again.
 
 Each query's rows (they need not be contiguous) are ranked as trec_eval ranks a run file:
 score descending, ties by doc id descending, bytewise (Python's ``str`` order). The values of
@@ -62,6 +63,7 @@ __all__ = [
     "kernel_codes",
     "outputs",
     "py_score_columns",
+    "query_table",
     "result_keys",
     "score_columns",
 ]
@@ -137,8 +139,10 @@ def py_score_columns(
     codes: Sequence[int],
     level: float | None,
     out: ColumnScores | None = None,
+    table: Any = None,
 ) -> ColumnScores:
-    """Score every query of a columnar run (see the module docstring): the reference.
+    """Score every query of a columnar run (see the module docstring): the reference
+    (``table``, the compiled backend's hash table of the query ids, is not used).
 
     The rows are decoded, grouped by query, ranked with Python's ``sorted`` on ``(score,
     doc id)`` and scored by :func:`~ragmeter.metrics._kernel.py_score_query`.
@@ -199,6 +203,7 @@ def _load_c() -> ScoreColumns | None:
         codes: Sequence[int],
         level: float | None,
         out: ColumnScores | None = None,
+        table: Any = None,
     ) -> ColumnScores:
         out = out if out is not None else outputs(len(query_ids[0]) - 1, _n_values(ks, codes))
         first = _ccolumns.score_columns(
@@ -214,6 +219,7 @@ def _load_c() -> ScoreColumns | None:
             out.status,
             out.lengths,
             out.found,
+            table,
         )
         if first == -2:
             raise SplitQueryError
@@ -226,6 +232,18 @@ def _load_c() -> ScoreColumns | None:
 
 
 c_score_columns: ScoreColumns | None = _load_c()
+
+
+def query_table(query_ids: Strings) -> Any:
+    """The compiled backend's hash table of the qrels' query ids (``None`` without it), to
+    pass as ``table`` to every call that scores a part of one run: built once, not per part."""
+    if c_score_columns is None:
+        return None
+    from ragmeter.metrics import _ccolumns
+
+    return _ccolumns.query_slots(query_ids)
+
+
 """The compiled backend, or ``None`` when it is not built (loaded even when
 ``RAGMETER_PURE_PYTHON`` is set, so tests can compare the two)."""
 
