@@ -33,6 +33,7 @@ from ragmeter.errors import (
     UnknownMetricError,
     VerdictError,
 )
+from ragmeter.evaluation.columnar import evaluate_run_columns
 from ragmeter.evaluation.rag import evaluate_rag
 from ragmeter.evaluation.retrieval import (
     evaluate_retrieval,
@@ -217,6 +218,7 @@ __all__ = [
     "evaluate_rag",
     "evaluate_retrieval",
     "evaluate_run",
+    "evaluate_run_columns",
     "evaluate_run_file",
     "exact_match",
     "extract_claims",

@@ -1,0 +1,116 @@
+"""A Parquet run scored batch by batch: memory bounded by one batch, not by the file.
+
+:func:`stream_scores` reads a run file a record batch at a time, cuts each batch after its
+last complete query (the rows of the query still being read wait for the next batch) and
+scores it with the columnar kernel, merging the per-query values. A run whose queries are not
+each in one block of rows (an unsorted file) cannot be scored this way: then the whole file is
+read and scored at once, with the same result. :class:`ParquetRun` answers the few questions a
+message asks of the whole run (its first query ids, one query's ranking) by reading it again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ragmeter.evaluation._columns_in import RunColumns, as_table, run_columns
+from ragmeter.evaluation._columns_out import column_scores, prepare_qrels
+from ragmeter.evaluation.scoring import RunPlan
+from ragmeter.metrics.columns import ColumnScores, SplitQueryError, outputs
+
+__all__ = ["BATCH_ROWS", "ParquetRun", "stream_scores"]
+
+BATCH_ROWS = 1 << 20
+"""Rows read from the file at a time."""
+
+_EXAMPLES = 4
+"""Query ids a message shows (as :mod:`ragmeter.evaluation.scoring`)."""
+
+
+class ParquetRun:
+    """The run of a Parquet file, for the messages: read again when asked."""
+
+    def __init__(self, path: str | os.PathLike[str], names: Mapping[str, str]) -> None:
+        self.path, self.names = path, names
+        self.first_ids: list[str] = []
+        """The first distinct query ids, noted while the file was scored."""
+
+    def _batches(self) -> Iterator[RunColumns]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(self.path) as parquet:
+            for batch in parquet.iter_batches(
+                batch_size=BATCH_ROWS, columns=list(self.names.values()), use_threads=False
+            ):
+                yield run_columns(pa.Table.from_batches([batch]), self.names)
+
+    def first_query_ids(self, n: int) -> list[str]:
+        if len(self.first_ids) >= n:
+            return self.first_ids[:n]
+        seen: dict[str, None] = {}
+        for part in self._batches():
+            seen.update(dict.fromkeys(part.first_query_ids(n)))
+            if len(seen) >= n:
+                break
+        return list(seen)[:n]
+
+    def ranking(self, qid: str) -> list[str]:
+        rows: list[tuple[float, str]] = []
+        import pyarrow.compute as pc
+
+        for part in self._batches():
+            table = part.table
+            hit = table.filter(pc.equal(table.column(0), qid))
+            rows += zip(hit.column(2).to_pylist(), hit.column(1).to_pylist(), strict=True)
+        return [doc for _, doc in sorted(rows, reverse=True)]
+
+
+def _blocks(path: str | os.PathLike[str], names: Mapping[str, str]) -> Iterator[tuple[Any, int]]:
+    """``(table, offset)``: the file's rows in blocks that end with a complete query."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    qname = names["query_id"]
+    carry: list[Any] = []
+    offset = 0
+    with pq.ParquetFile(path) as parquet:
+        for batch in parquet.iter_batches(
+            batch_size=BATCH_ROWS, columns=list(names.values()), use_threads=False
+        ):
+            table = pa.Table.from_batches([*carry, batch])
+            ids = table.column(qname)
+            if len(ids) == 0:
+                continue
+            same = pc.equal(ids, ids[len(ids) - 1]).to_numpy(zero_copy_only=False)
+            cut = len(same) - int(np.argmin(same[::-1])) if not same.all() else 0
+            carry = table.slice(cut).to_batches()
+            if cut:
+                yield table.slice(0, cut), offset
+                offset += cut
+    if carry:
+        yield pa.Table.from_batches(carry), offset
+
+
+def stream_scores(
+    path: str | os.PathLike[str], names: Mapping[str, str], plan: RunPlan
+) -> tuple[ColumnScores, RunColumns | ParquetRun]:
+    """The kernel's values for a Parquet run, read a batch at a time (see the module)."""
+    prepared = prepare_qrels(plan)
+    merged = outputs(len(plan.qrels), len(plan.keys))
+    rows = ParquetRun(path, names)
+    try:
+        for table, offset in _blocks(path, names):
+            columns = run_columns(table, names, offset)
+            column_scores(columns, plan, prepared, merged)
+            if len(rows.first_ids) < _EXAMPLES:
+                ids = dict.fromkeys([*rows.first_ids, *columns.first_query_ids(_EXAMPLES)])
+                rows.first_ids = list(ids)
+    except SplitQueryError:  # a query in two places: read the file whole
+        whole = run_columns(as_table(path, names, "the run"), names)
+        return column_scores(whole, plan, prepared), whole
+    return merged, rows

@@ -1,0 +1,191 @@
+"""The columnar kernel itself (``ragmeter.metrics.columns``): both backends, its inputs' checks.
+
+The compiled backend (``_ccolumns.c``) reads Arrow buffers directly, so it must refuse
+malformed ones (offsets past the data, wrong lengths, unsorted cut-offs) with an error, never
+read out of bounds; and it must agree with the pure-Python reference on chunked, interleaved
+runs (the reference itself is checked against ``evaluate_run`` in ``test_columnar.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragmeter.metrics import columns
+from ragmeter.metrics.columns import kernel_codes, py_score_columns
+
+C = columns.c_score_columns
+needs_c = pytest.mark.skipif(C is None, reason="the compiled columnar kernel is not built")
+ALL = kernel_codes(["ndcg", "recall", "precision", "hit_rate", "mrr", "map", "judged"])
+
+
+def strings(ids: list[str], *, large: bool = True) -> tuple[Any, Any]:
+    array = pa.array(ids, pa.large_string() if large else pa.string())
+    width = np.int64 if large else np.int32
+    offsets = np.frombuffer(array.buffers()[1], dtype=width)[: len(ids) + 1]
+    data = array.buffers()[2]
+    return offsets, data if data is not None else b""
+
+
+def test_the_compiled_kernel_is_built_wherever_a_compiler_exists(
+    compiler_available: bool,
+) -> None:
+    if not compiler_available:  # pragma: no cover - every CI machine has a compiler
+        pytest.skip("no C compiler or Python.h here")
+    assert C is not None, (
+        "a C compiler and Python.h exist but ragmeter.metrics._ccolumns was not built: "
+        "reinstall with `pip install -e .` and read the build log"
+    )
+
+
+def test_backend_follows_the_environment() -> None:
+    code = "from ragmeter.metrics import columns as c; print(c.BACKEND)"
+    env = {k: v for k, v in os.environ.items() if k != "RAGMETER_PURE_PYTHON"}
+    run = [sys.executable, "-c", code]
+    default = subprocess.run(run, env=env, capture_output=True, text=True, check=True)
+    forced = subprocess.run(
+        run, env={**env, "RAGMETER_PURE_PYTHON": "1"}, capture_output=True, text=True, check=True
+    )
+    assert default.stdout.split() == ["c" if C is not None else "python"]
+    assert forced.stdout.split() == ["python"]
+
+
+IDS = ["a", "b", "ab", "", "é", "q1", "q2"]
+
+
+@st.composite
+def inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """A run cut in chunks (32- or 64-bit offsets each), queries interleaved, repeats."""
+    n = draw(st.integers(0, 30))
+    scores = st.sampled_from([0.0, 1.0, 2.0])
+    rows = [
+        (draw(st.sampled_from(IDS)), draw(st.sampled_from(IDS)), draw(scores)) for _ in range(n)
+    ]
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=3)))
+    chunks = []
+    for lo, hi in zip([0, *cuts], [*cuts, n], strict=True):
+        part = rows[lo:hi]
+        large = draw(st.booleans())
+        chunks.append(
+            (
+                strings([q for q, _, _ in part], large=large),
+                strings([d for _, d, _ in part], large=large),
+                np.array([s for _, _, s in part], dtype=np.float64),
+            )
+        )
+    qids = draw(st.lists(st.sampled_from(IDS), unique=True, max_size=4))
+    judged = [draw(st.lists(st.sampled_from(IDS), unique=True, max_size=4)) for _ in qids]
+    grades = [float(draw(st.integers(-1, 3))) for j in judged for _ in j]
+    return {
+        "chunks": chunks,
+        "query_ids": strings(qids),
+        "jstart": np.cumsum([0] + [len(j) for j in judged]).astype(np.int64),
+        "jdocs": strings([d for j in judged for d in j]),
+        "jgrade": np.array(grades, dtype=np.float64),
+        "ks": draw(st.sampled_from([[1, 2, 5], [3], [1, 100]])),
+        "codes": ALL,
+        "level": draw(st.sampled_from([None, 1, 2.5, -1])),
+    }
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(args=inputs())
+def test_compiled_and_python_agree_bit_for_bit(args: dict[str, Any]) -> None:
+    assert C is not None
+    ours, ref = C(**args), py_score_columns(**args)
+    scored = ref.status == columns.SCORED
+    assert ours.status.tolist() == ref.status.tolist()
+    assert ours.lengths.tolist() == ref.lengths.tolist()
+    assert ours.found.tolist() == ref.found.tolist()
+    assert ours.first_repeat == ref.first_repeat
+    assert ours.values[scored].tobytes() == ref.values[scored].tobytes()
+
+
+@needs_c
+def test_malformed_buffers_are_refused() -> None:
+    from ragmeter.metrics import _ccolumns
+
+    good = {
+        "chunks": [(strings(["q"]), strings(["a"]), np.array([1.0]))],
+        "query_ids": strings(["q"]),
+        "jstart": np.array([0, 1], dtype=np.int64),
+        "jdocs": strings(["a"]),
+        "jgrade": np.array([1.0]),
+        "ks": np.array([1, 2], dtype=np.int64),
+        "codes": np.array(ALL, dtype=np.int64),
+        "level": None,
+    }
+
+    def call(**changes: Any) -> int:
+        args = {**good, **changes}
+        nq = len(args["jstart"]) - 1
+        n_values = 2 * len(ALL) + 2  # 2 cut-offs per code, and uncut mrr and map
+        return _ccolumns.score_columns(
+            *args.values(),
+            np.zeros(nq * n_values),
+            np.zeros(nq, np.int8),
+            np.zeros(nq, np.int64),
+            np.zeros(nq, np.int64),
+        )
+
+    assert call() == -1
+    past_end = (np.array([0, 5], dtype=np.int64), b"a")
+    with pytest.raises(ValueError, match="offsets beyond the data"):
+        call(jdocs=past_end)
+    with pytest.raises(ValueError, match="offsets beyond the data"):
+        call(chunks=[(strings(["q"]), past_end, np.array([1.0]))])
+    with pytest.raises(ValueError, match="offsets decrease"):
+        call(query_ids=(np.array([0, 1, 0], dtype=np.int64), b"ab"))
+    with pytest.raises(ValueError, match="int32 or int64"):
+        call(query_ids=(np.array([0, 1], dtype=np.int16), b"q"))
+    with pytest.raises(ValueError, match="scores"):
+        call(chunks=[(strings(["q"]), strings(["a"]), np.array([1.0, 2.0]))])
+    with pytest.raises(ValueError, match="differ in length"):
+        call(chunks=[(strings(["q"]), strings(["a", "b"]), np.array([1.0]))])
+    with pytest.raises(ValueError, match="jstart"):
+        call(jstart=np.array([0, 2], dtype=np.int64))
+    with pytest.raises(ValueError, match="ascending"):
+        call(ks=np.array([2, 1], dtype=np.int64))
+    with pytest.raises(ValueError, match="unknown metric code"):
+        call(codes=np.array([9], dtype=np.int64))
+    with pytest.raises(ValueError, match="query ids repeat"):
+        call(query_ids=strings(["q", "q"]), jstart=np.array([0, 1, 1], dtype=np.int64))
+    with pytest.raises(TypeError):
+        call(chunks="not a list")
+
+
+@needs_c
+def test_a_query_table_built_once_scores_the_same_and_a_wrong_one_is_refused() -> None:
+    from ragmeter.metrics import _ccolumns
+
+    args = {
+        "chunks": [(strings(["q", "r", "q"]), strings(["a", "a", "b"]), np.array([1.0, 2, 3]))],
+        "query_ids": strings(["r", "q"]),
+        "jstart": np.array([0, 1, 2], dtype=np.int64),
+        "jdocs": strings(["a", "a"]),
+        "jgrade": np.array([1.0, 2.0]),
+        "ks": [1, 2],
+        "codes": ALL,
+        "level": None,
+    }
+    assert C is not None
+    plain, given = C(**args), C(**args, table=columns.query_table(args["query_ids"]))
+    assert plain.values.tobytes() == given.values.tobytes()
+    assert plain.status.tolist() == given.status.tolist() == [1, 1]
+    for wrong in (bytearray(8), np.full(16, 7, dtype=np.int64)):  # too small; beyond the ids
+        with pytest.raises(ValueError, match="not a table from query_slots"):
+            _ccolumns.score_columns(
+                args["chunks"], args["query_ids"], args["jstart"], args["jdocs"],
+                args["jgrade"], np.array([1], np.int64), np.array([1], np.int64), None,
+                np.zeros(2), np.zeros(2, np.int8), np.zeros(2, np.int64), np.zeros(2, np.int64),
+                wrong,
+            )  # fmt: skip
