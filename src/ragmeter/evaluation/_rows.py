@@ -1,16 +1,17 @@
 """The per-query scores a run keeps, in columns: no Python object per query beyond its row.
 
 A run of a million queries keeps a million metric dicts for ``report.per_query``; everything
-else about a query is kept in flat lists (:class:`KeptRows`): its qrels position, its id, and
-the kernel's values laid end to end, ``width`` per query. Those hold no container per query,
-so CPython's cyclic collector has nothing new to walk (a dict of floats is never tracked), and
-each key's mean is ``math.fsum`` over a strided slice of the flat values (exact, so the same
-float whatever order the queries came in). The report lists the queries in qrels order.
+else about a query is kept in flat columns (:class:`KeptRows`): its qrels position, its id,
+and the kernel's values laid end to end in one ``array('d')``, ``width`` per query. Those hold
+no container per query, so CPython's cyclic collector has nothing new to walk (a dict of
+floats is never tracked, and an array of doubles holds no objects at all), and each key's mean
+is the exact sum of a column of the flat values (``math.fsum``'s, the same float whatever
+order the queries came in) over their number. The report lists the queries in qrels order.
 """
 
 from __future__ import annotations
 
-import math
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
@@ -46,15 +47,15 @@ class KeptRows:
     >>> kept.add(1, "q2", {"p@1": 0.5}, [0.5, 1.0])
     >>> kept.add(0, "q1", {"p@1": 0.0}, [0.0, 0.5])
     >>> kept.sort()
-    >>> kept.ids, kept.mean(0, 2), list(kept.columns(1, 2)[1])
-    (['q1', 'q2'], 0.25, [1.0])
+    >>> kept.ids, list(kept.columns(1, 2))
+    (['q1', 'q2'], [[0.5], [1.0]])
     """
 
     width: int
     positions: list[int] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     rows: list[dict[str, float]] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
+    values: array[float] = field(default_factory=lambda: array("d"))
     order: list[int] | None = None
     """Where each query's values sit in ``values``, in qrels order (``None``: in order)."""
 
@@ -84,10 +85,6 @@ class KeptRows:
         self.ids = [self.ids[i] for i in order]
         self.rows = [self.rows[i] for i in order]
         self.order = order
-
-    def mean(self, column: int, n: int) -> float:
-        """The mean over ``n`` queries of the kernel's value ``column`` (``math.fsum``)."""
-        return math.fsum(self.values[column :: self.width]) / n
 
     def columns(self, start: int, stop: int) -> ValueRows:
         """Each query's kernel values ``start:stop``, in qrels order (a view, rows made on
@@ -120,7 +117,7 @@ class ValueRows(Sequence[list[float]]):
         if not 0 <= i < len(self):
             raise IndexError(i)
         at = (i if kept.order is None else kept.order[i]) * kept.width
-        return kept.values[at + self._start : at + self._stop]
+        return kept.values[at + self._start : at + self._stop].tolist()
 
     def __iter__(self) -> Iterator[list[float]]:
         kept, start, stop, width = self._kept, self._start, self._stop, self._kept.width
@@ -128,4 +125,4 @@ class ValueRows(Sequence[list[float]]):
         values = kept.values
         for place in places:
             at = place * width
-            yield values[at + start : at + stop]
+            yield values[at + start : at + stop].tolist()

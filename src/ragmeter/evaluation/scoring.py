@@ -52,7 +52,7 @@ from ragmeter.evaluation._notes import (
 )
 from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
 from ragmeter.evaluation._rows import KeptRows, order_keys
-from ragmeter.metrics._kernel import kernel_codes, result_keys, score_query
+from ragmeter.metrics._kernel import column_sums, kernel_codes, result_keys, score_query
 from ragmeter.metrics.registry import RetrievalMetric, _Builtin
 from ragmeter.report import UNJUDGED_JUDGED_ONLY, Conventions, RetrievalEvalReport, WarningLog
 
@@ -434,9 +434,7 @@ def finish_report(
     dists: dict[str, Distribution] = {}
     kept = merged.rows
     if kept is not None:
-        per_q, means = _kept_means(kept, absent, failed, plan, ordered, n)
-        judged_means = {key: kept.mean(kept.width - len(plan.ks) + t, n)
-                        for t, key in enumerate(plan.judged_keys)}  # fmt: skip
+        per_q, means, judged_means = _kept_means(kept, absent, failed, plan, ordered, n)
     else:
         dists = merged.distributions
         cuts = -len(plan.ks)
@@ -487,11 +485,11 @@ def _kept_means(
     plan: RunPlan,
     ordered: list[str],
     n: int,
-) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
     """``report.per_query`` in qrels order (``kept`` and the ``absent`` queries, without the
-    custom metrics that ``failed``) and each key of ``ordered``'s mean over ``n`` queries
-    (``math.fsum``: exact, in any order): the kernel's from its flat values, a custom
-    metric's from the rows. ``kept`` is consumed."""
+    custom metrics that ``failed``), each key of ``ordered``'s mean over ``n`` queries and
+    each ``judged@k``'s (``math.fsum``: exact, in any order): the kernel's from its flat
+    values, a custom metric's from the rows. ``kept`` is consumed."""
     for index, qid, row, values in absent:
         kept.add(index, qid, row, values)
     kept.sort()
@@ -500,12 +498,14 @@ def _kept_means(
         for row in rows:
             for key in [k for k in row if k.split("@", 1)[0] in failed]:
                 del row[key]
-    at = {key: j for j, key in enumerate(plan.metric_keys)}
+    sums = column_sums(kept.values, kept.width)
+    kernel = dict(zip(plan.keys, [s / n for s in sums], strict=True))
     means = {
-        key: kept.mean(at[key], n) if key in at else math.fsum(row[key] for row in rows) / n
+        key: kernel[key] if key in kernel else math.fsum(row[key] for row in rows) / n
         for key in ordered
     }
-    return dict(zip(kept.ids, rows, strict=True)), means
+    judged = {key: kernel[key] for key in plan.judged_keys}
+    return dict(zip(kept.ids, rows, strict=True)), means, judged
 
 
 def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list[Absent]]:
