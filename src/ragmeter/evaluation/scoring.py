@@ -456,6 +456,8 @@ def finish_report(
     judged = judged_share(merged.top, plan.judged_at, plan.options, plan.judged_keys)
     if kept is not None:
         judged.set_rows(kept.ids, kept.columns(kept.width - len(plan.ks), kept.width), n)
+    else:
+        judged.set_rows([], [], n)
     judged.set_means(judged_means)
     if all_zero and not merged.judged_doc and merged.retrieved:
         shown = [d for _, ids in sorted(merged.examples) for d in ids]
@@ -505,7 +507,9 @@ def _kept_means(
         for key in ordered
     }
     judged = {key: kernel[key] for key in plan.judged_keys}
-    return dict(zip(kept.ids, rows, strict=True)), means, judged
+    per_q = dict(zip(kept.ids, rows, strict=True))
+    kept.positions, kept.rows = [], []  # the report keeps the ids and values (judged@k)
+    return per_q, means, judged
 
 
 def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list[Absent]]:
