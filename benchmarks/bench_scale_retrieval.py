@@ -17,6 +17,7 @@ resident set over the qrels already in memory.
     python benchmarks/bench_scale_retrieval.py                       # 1k, 10k, 100k
     python benchmarks/bench_scale_retrieval.py --sizes 1000,10000,100000,1000000 --libs ragmeter
     python benchmarks/bench_scale_retrieval.py --file 1000000        # item 4: the 1M file
+    python benchmarks/bench_scale_retrieval.py --libs ragmeter --before /path/to/old/src
 
 Results go to ``benchmarks/results/scale_retrieval.json`` (merged with earlier runs by
 library and size) and the plot to ``benchmarks/results/scale_retrieval.png`` (needs
@@ -42,6 +43,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 LIBS = ("ragmeter", "pytrec_eval", "ir_measures")
+BEFORE = "ragmeter (before)"
+"""ragmeter run from another source tree (``--before SRC``), e.g. the last release's."""
 DEPTH = 100
 
 
@@ -78,8 +81,9 @@ def _child_dicts(lib: str, n: int, repeats: int) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import bench_retrieval as br
 
-    qrels, run, scored = br.make_data(n, DEPTH, with_scores=lib != "ragmeter")
-    if lib == "ragmeter":
+    mine = lib in ("ragmeter", BEFORE)
+    qrels, run, scored = br.make_data(n, DEPTH, with_scores=not mine)
+    if mine:
         fn = br.run_ragmeter
     else:
         run = {}
@@ -152,8 +156,10 @@ def _child_file(n: int, tmp: str) -> list[dict[str, Any]]:
     return results
 
 
-def _spawn(args: list[str]) -> Any:
+def _spawn(args: list[str], pythonpath: str | None = None) -> Any:
     env = dict(os.environ, PYTHONHASHSEED="0")
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     proc = subprocess.run(
         [sys.executable, __file__, "--child", *args],
         capture_output=True,
@@ -184,10 +190,11 @@ def _plot(rows: list[dict[str, Any]]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for lib in LIBS:
+    for lib in (*LIBS, BEFORE):
         pts = sorted((r["n"], 1e6 * r["cpu_s"] / r["n"]) for r in rows if r["lib"] == lib)
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib)
+            style = "--" if lib == BEFORE else "-"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=lib)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("queries (100 docs each)")
@@ -212,6 +219,7 @@ def main() -> None:
     parser.add_argument("--libs", default=",".join(LIBS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--file", type=int, default=0, help="score a run file of N queries")
+    parser.add_argument("--before", help="also time ragmeter from this src directory")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -227,8 +235,11 @@ def main() -> None:
             rows.extend(_spawn(["file", str(args.file), tmp]))
     else:
         for n in [int(s) for s in args.sizes.split(",")]:
-            for lib in args.libs.split(","):
+            for lib in [x for x in args.libs.split(",") if x]:
                 rows.append(_spawn([lib, str(n), "--repeats", str(args.repeats)]))
+                _print(rows[-1:])
+            if args.before:
+                rows.append(_spawn([BEFORE, str(n), "--repeats", str(args.repeats)], args.before))
                 _print(rows[-1:])
             ref = next((r for r in rows if r["lib"] == "pytrec_eval" and r["n"] == n), None)
             mine = next((r for r in rows if r["lib"] == "ragmeter" and r["n"] == n), None)
