@@ -44,6 +44,7 @@ def sums(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
         pytest.skip("the compiled kernel is not built")
     if request.param == "python":
         monkeypatch.setattr(_kernel, "c_column_sums", None)
+        monkeypatch.setattr(_kernel, "c_pack_doubles", None)
     yield request.param
 
 
@@ -113,6 +114,7 @@ def test_the_compiled_and_python_column_sums_give_the_same_report(
     qrels, run = _data(300, seed=2)
     compiled = evaluate_run(qrels, run).to_dict()
     monkeypatch.setattr(_kernel, "c_column_sums", None)
+    monkeypatch.setattr(_kernel, "c_pack_doubles", None)
     assert evaluate_run(qrels, run).to_dict() == compiled
 
 
@@ -192,3 +194,13 @@ def test_column_sums_refuse_a_ragged_buffer() -> None:
         _kernel.c_column_sums(array("d", [1.0, 2.0, 3.0]), 2)
     with pytest.raises(ValueError, match="doubles"):
         _kernel.c_column_sums(array("f", [1.0, 2.0]), 2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(allow_nan=False) | weird, max_size=50))
+def test_packed_doubles_are_the_floats(values: list[float]) -> None:
+    """The compiled packing into an array('d') keeps every float's bits (array is the oracle)."""
+    want = array("d", values).tobytes()
+    assert _kernel.doubles(values).tobytes() == want
+    if _kernel.c_pack_doubles is not None:
+        assert _kernel.c_pack_doubles(values) == want

@@ -2,9 +2,10 @@
 
 A run of a million queries keeps a million metric dicts for ``report.per_query``; everything
 else about a query is kept in flat columns (:class:`KeptRows`): its qrels position, its id,
-and the kernel's values laid end to end in one ``array('d')``, ``width`` per query. Those hold
-no container per query, so CPython's cyclic collector has nothing new to walk (a dict of
-floats is never tracked, and an array of doubles holds no objects at all), and each key's mean
+and the kernel's values laid end to end, ``width`` per query (one ``array('d')`` once the
+report is made). Those hold no container per query, so CPython's cyclic collector has
+nothing new to walk (a dict of floats is never tracked, and an array of doubles holds no
+objects at all), and each key's mean
 is the exact sum of a column of the flat values (``math.fsum``'s, the same float whatever
 order the queries came in) over their number. The report lists the queries in qrels order.
 """
@@ -55,7 +56,9 @@ class KeptRows:
     positions: list[int] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     rows: list[dict[str, float]] = field(default_factory=list)
-    values: array[float] = field(default_factory=lambda: array("d"))
+    values: list[float] | array[float] = field(default_factory=list)
+    """A flat list while queries are added (``list.extend``: a copy of pointers); packed
+    into an ``array('d')`` when the report is made (then no collector walks it)."""
     order: list[int] | None = None
     """Where each query's values sit in ``values``, in qrels order (``None``: in order)."""
 
@@ -117,7 +120,7 @@ class ValueRows(Sequence[list[float]]):
         if not 0 <= i < len(self):
             raise IndexError(i)
         at = (i if kept.order is None else kept.order[i]) * kept.width
-        return kept.values[at + self._start : at + self._stop].tolist()
+        return list(kept.values[at + self._start : at + self._stop])
 
     def __iter__(self) -> Iterator[list[float]]:
         kept, start, stop, width = self._kept, self._start, self._stop, self._kept.width
@@ -125,4 +128,4 @@ class ValueRows(Sequence[list[float]]):
         values = kept.values
         for place in places:
             at = place * width
-            yield values[at + start : at + stop].tolist()
+            yield list(values[at + start : at + stop])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,13 @@ from ragmeter.evaluation._notes import (
 )
 from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
 from ragmeter.evaluation._rows import KeptRows, order_keys
-from ragmeter.metrics._kernel import column_sums, kernel_codes, result_keys, score_query
+from ragmeter.metrics._kernel import (
+    column_sums,
+    doubles,
+    kernel_codes,
+    result_keys,
+    score_query,
+)
 from ragmeter.metrics.registry import RetrievalMetric, _Builtin
 from ragmeter.report import UNJUDGED_JUDGED_ONLY, Conventions, RetrievalEvalReport, WarningLog
 
@@ -500,7 +507,9 @@ def _kept_means(
         for row in rows:
             for key in [k for k in row if k.split("@", 1)[0] in failed]:
                 del row[key]
-    sums = column_sums(kept.values, kept.width)
+    flat = kept.values
+    kept.values = packed = flat if isinstance(flat, array) else doubles(flat)
+    sums = column_sums(packed, kept.width)
     kernel = dict(zip(plan.keys, [s / n for s in sums], strict=True))
     means = {
         key: kernel[key] if key in kernel else math.fsum(row[key] for row in rows) / n
