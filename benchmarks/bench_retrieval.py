@@ -50,14 +50,17 @@ SIZES: tuple[tuple[int, int], ...] = ((1_000, 100), (10_000, 100), (10_000, 1_00
 # --------------------------------------------------------------------------- data
 
 
-def make_data(n_queries: int, depth: int, *, seed: int = 0) -> tuple[Qrels, ListRun, ScoredRun]:
+def make_data(
+    n_queries: int, depth: int, *, seed: int = 0, with_scores: bool = True
+) -> tuple[Qrels, ListRun, ScoredRun]:
     """Synthetic qrels and a run of ``depth`` distinct docs per query (fixed seed).
 
     Each query has 1-20 judgements with grades 0-3, at least one of them relevant; about
     60% of the judged docs are retrieved, mostly near the top. Scores strictly decrease
     down each ranking, so every library sees the same order. Doc ids are fresh string
     objects per query, and the qrels hold their own copies, as when both are read from
-    files or returned by a retriever; the list run and the scored run share them.
+    files or returned by a retriever; the list run and the scored run share them
+    (``with_scores=False``: the scored run is left empty, for a million queries).
     """
     rng = random.Random(f"ragmeter-bench-{seed}-{n_queries}-{depth}")
     n_docs = max(1_000_000, 20 * depth)
@@ -83,7 +86,8 @@ def make_data(n_queries: int, depth: int, *, seed: int = 0) -> tuple[Qrels, List
             present.add(d)
         docs = [f"doc{d}" for d in ranked]
         run[qid] = docs
-        scored[qid] = dict(zip(docs, scores, strict=True))
+        if with_scores:
+            scored[qid] = dict(zip(docs, scores, strict=True))
     return qrels, run, scored
 
 

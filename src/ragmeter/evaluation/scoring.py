@@ -24,6 +24,8 @@ custom metrics that fail) hold the same way, with the same messages, whatever th
 from __future__ import annotations
 
 import itertools
+import math
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,8 +52,14 @@ from ragmeter.evaluation._notes import (
     note_unjudged_docs,
 )
 from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
-from ragmeter.evaluation._rows import Row, column_means, kept_rows, order_keys
-from ragmeter.metrics._kernel import kernel_codes, result_keys, score_query
+from ragmeter.evaluation._rows import KeptRows, order_keys
+from ragmeter.metrics._kernel import (
+    column_sums,
+    doubles,
+    kernel_codes,
+    result_keys,
+    score_query,
+)
 from ragmeter.metrics.registry import RetrievalMetric, _Builtin
 from ragmeter.report import UNJUDGED_JUDGED_ONLY, Conventions, RetrievalEvalReport, WarningLog
 
@@ -75,6 +83,9 @@ _EXAMPLES = 4
 
 JUDGED = "judged"
 """The name of the ``judged@k`` keys every report carries (the kernel's last code)."""
+
+Absent = tuple[int, str, dict[str, float], list[float]]
+"""A judged query no ranking reached: qrels position, id, metrics, the kernel's values."""
 
 
 @dataclass
@@ -152,8 +163,8 @@ class RunPartial:
     count: int = 0
     """Judged queries with a relevant judgement scored from a ranking."""
     distributions: dict[str, Distribution] = field(default_factory=dict)
-    rows: list[Row] | None = None
-    """``(qrels position, query id, scores, judged@k values)`` when per-query scores are kept."""
+    rows: KeptRows | None = None
+    """Every scored query's position, id, metrics and kernel values, when they are kept."""
     ranked: list[int] = field(default_factory=list)
     """Qrels positions of the judged queries that had a ranking (sorted, distinct)."""
     duplicate: int | None = None
@@ -202,7 +213,7 @@ def merge_partials(*parts: RunPartial) -> RunPartial:
     first = parts[0]
     merged = RunPartial(
         distributions={key: Distribution() for key in first.distributions},
-        rows=None if first.rows is None else [],
+        rows=None if first.rows is None else KeptRows(first.rows.width),
     )
     for part in parts:
         merged.merge(part)
@@ -269,11 +280,10 @@ def score_pairs(
     """
     part = RunPartial(
         distributions={} if plan.keep else _distributions(plan),
-        rows=[] if plan.keep else None,
+        rows=KeptRows(len(plan.keys)) if plan.keep else None,
     )
     sink = _Sink(plan, part, writer)  # unused when the rows are kept
     index_of, qrels, keys, custom = plan.index, plan.qrels, plan.metric_keys, plan.custom
-    cuts = -len(plan.ks)  # values[cuts:]: judged@k at each cut-off
     ks, codes, level = plan.ks, plan.codes, plan.level
     rows, run_ids = part.rows, part.run_ids
     ranked_at: list[int] = []
@@ -282,6 +292,9 @@ def score_pairs(
     judged_doc = False  # part.judged_doc, read once per query
     need_ids = True  # until run_ids holds _EXAMPLES ids
     plain = rows is not None and not custom  # the usual case: rows kept, built-in metrics
+    if rows is not None:  # four flat lists: no object per query but its metrics dict
+        keep_at, keep_id = rows.positions.append, rows.ids.append
+        keep_row, keep_values = rows.rows.append, rows.values.extend
     condense = plan.options.judged_only
     cut, jpos = plan.judged_at, plan.judged_pos
     docs = unjudged = shown = short = 0  # part.top, counted here
@@ -319,8 +332,11 @@ def score_pairs(
         if not judged_doc and raw:
             _look_for_judged_docs(part, qrels[qid], raw, index)
             judged_doc = part.judged_doc
-        if plain:  # zip stops at the metric keys; the judged@k values go beside
-            rows.append((index, qid, dict(zip(keys, values, strict=False)), values[cuts:]))  # type: ignore[union-attr]
+        if plain:  # zip stops at the metric keys; the judged@k values stay in the flat list
+            keep_at(index)
+            keep_id(qid)
+            keep_row(dict(zip(keys, values, strict=False)))
+            keep_values(values)
         elif rows is None and not custom:
             sink.add(qid, values, None)
         else:
@@ -328,7 +344,7 @@ def score_pairs(
             if custom:
                 _custom(plan, part.failed, qid, index, judgements, ranked, row)
             if rows is not None:
-                rows.append((index, qid, row, values[cuts:]))
+                rows.add(index, qid, row, values)
             else:
                 sink.add(qid, values, row)
     sink.flush()
@@ -374,9 +390,9 @@ def score_run(
 
     writer = open_score_writer(out, plan.all_keys, details=False) if out is not None else None
     try:
-        with paused_gc():  # 100k rows: no collector walking them again and again
+        with paused_gc():  # no collector walking a million rows (and the run) again and again
             partial = score_pairs(pairs, plan, writer=writer)
-        report = finish_report(partial, plan, log, ties=ties, writer=writer)
+            report = finish_report(partial, plan, log, ties=ties, writer=writer)
     except BaseException:
         if writer is not None:
             writer.abort()
@@ -422,16 +438,16 @@ def finish_report(
         ordered = present
     n = n_ranked + len(absent)
     per_q: dict[str, dict[str, float]] = {}
-    judged_ids: list[str] = []
-    judged_rows: list[list[float]] = []
     dists: dict[str, Distribution] = {}
-    if merged.rows is not None:
-        per_q, judged_ids, judged_rows = kept_rows(merged.rows, absent, failed)
-        means = column_means(per_q, ordered, plan.metric_keys, n, custom=bool(plan.custom))
-        judged_means = None  # from the rows, when asked for
+    kept = merged.rows
+    if kept is not None:
+        per_q, means, judged_means = _kept_means(kept, absent, failed, plan, ordered, n)
     else:
         dists = merged.distributions
-        full = [{**dict(zip(plan.judged_keys, jv, strict=True)), **row} for *_, row, jv in absent]
+        cuts = -len(plan.ks)
+        full = [
+            {**dict(zip(plan.judged_keys, v[cuts:], strict=True)), **row} for *_, row, v in absent
+        ]
         for key, dist in dists.items():
             dist.add_trusted([row[key] for row in full if key in row])
         means = {key: dists[key].mean(rule="fsum") for key in ordered}
@@ -445,9 +461,11 @@ def finish_report(
     kernel_metrics = plan.keys[: -len(plan.ks)]
     all_zero = kernel_metrics and not any(means.get(key) for key in kernel_metrics)
     judged = judged_share(merged.top, plan.judged_at, plan.options, plan.judged_keys)
-    judged.set_rows(judged_ids, judged_rows, n)
-    if judged_means is not None:
-        judged.set_means(judged_means)
+    if kept is not None:
+        judged.set_rows(kept.ids, kept.columns(kept.width - len(plan.ks), kept.width), n)
+    else:
+        judged.set_rows([], [], n)
+    judged.set_means(judged_means)
     if all_zero and not merged.judged_doc and merged.retrieved:
         shown = [d for _, ids in sorted(merged.examples) for d in ids]
         note_unjudged_docs(log, merged.retrieved, shown)
@@ -469,8 +487,43 @@ def finish_report(
     )
 
 
-def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list[Row]]:
-    """The judged queries no ranking reached, and the rows of those that score 0."""
+def _kept_means(
+    kept: KeptRows,
+    absent: list[Absent],
+    failed: set[str],
+    plan: RunPlan,
+    ordered: list[str],
+    n: int,
+) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
+    """``report.per_query`` in qrels order (``kept`` and the ``absent`` queries, without the
+    custom metrics that ``failed``), each key of ``ordered``'s mean over ``n`` queries and
+    each ``judged@k``'s (``math.fsum``: exact, in any order): the kernel's from its flat
+    values, a custom metric's from the rows. ``kept`` is consumed."""
+    for index, qid, row, values in absent:
+        kept.add(index, qid, row, values)
+    kept.sort()
+    rows = kept.rows
+    if failed:
+        for row in rows:
+            for key in [k for k in row if k.split("@", 1)[0] in failed]:
+                del row[key]
+    flat = kept.values
+    kept.values = packed = flat if isinstance(flat, array) else doubles(flat)
+    sums = column_sums(packed, kept.width)
+    kernel = dict(zip(plan.keys, [s / n for s in sums], strict=True))
+    means = {
+        key: kernel[key] if key in kernel else math.fsum(row[key] for row in rows) / n
+        for key in ordered
+    }
+    judged = {key: kernel[key] for key in plan.judged_keys}
+    per_q = dict(zip(kept.ids, rows, strict=True))
+    kept.positions, kept.rows = [], []  # the report keeps the ids and values (judged@k)
+    return per_q, means, judged
+
+
+def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list[Absent]]:
+    """The judged queries no ranking reached, and the rows of those that score 0: their
+    position, id, metrics and kernel values."""
     qids = list(plan.qrels)
     if merged.duplicate is not None:
         raise InvalidInputError(
@@ -481,7 +534,7 @@ def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list
         return [], []
     ranked = set(merged.ranked)
     missing: list[str] = []
-    absent: list[Row] = []
+    absent: list[Absent] = []
     for index, qid in enumerate(qids):
         if index in ranked:
             continue
@@ -497,5 +550,5 @@ def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list
         if plan.custom:
             judgements = str_keys(judgements, f"qrels[{qid!r}]")
             _custom(plan, merged.failed, qid, index, judgements, empty, row)
-        absent.append((index, qid, row, values[-len(plan.ks) :]))
+        absent.append((index, qid, row, values))
     return missing, absent

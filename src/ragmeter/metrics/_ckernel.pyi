@@ -1,5 +1,6 @@
 """Type stub of the optional compiled kernel (``_ckernel.c``); see ``_kernel.py``."""
 
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 
 def score_query(
@@ -12,3 +13,5 @@ def score_query(
 def configure(
     fallback: Callable[..., list[float] | None], repeated_error: type[BaseException]
 ) -> None: ...
+def column_sums(values: array[float], width: int) -> list[float] | None: ...
+def pack_doubles(values: list[float]) -> bytes: ...

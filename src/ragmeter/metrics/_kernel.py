@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -43,6 +44,8 @@ __all__ = [
     "RepeatedDocsError",
     "ScoreQuery",
     "c_score_query",
+    "column_sums",
+    "doubles",
     "duplicates_in",
     "kernel_codes",
     "py_score_query",
@@ -311,3 +314,54 @@ score_query: ScoreQuery = (
 
 BACKEND: Literal["c", "python"] = "python" if score_query is py_score_query else "c"
 """Which kernel :data:`score_query` is: ``"c"`` (compiled) or ``"python"``."""
+
+
+def _load(name: str) -> Any:
+    try:
+        from ragmeter.metrics import _ckernel
+    except ImportError:
+        return None
+    return getattr(_ckernel, name, None)  # None: a kernel built before it existed
+
+
+c_column_sums: Callable[[array[float], int], list[float] | None] | None = (
+    None if _FORCE_PYTHON else _load("column_sums")
+)
+"""The compiled :func:`column_sums` (``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set;
+it returns ``None`` itself for a value :func:`math.fsum` must look at: not finite, ``-0.0``)."""
+
+
+def column_sums(values: array[float], width: int) -> list[float]:
+    """``math.fsum`` of each column of ``values`` read as rows of ``width`` (exact sums rounded
+    once: the same floats whatever order the rows are in), at C speed when the compiled
+    kernel is built.
+
+    >>> column_sums(array("d", [0.1, 1.0, 0.2, 0.0, 0.3, 1.0]), 2)
+    [0.6, 2.0]
+    """
+    if c_column_sums is not None:
+        sums = c_column_sums(values, width)
+        if sums is not None:
+            return sums
+    return [math.fsum(values[j::width]) for j in range(width)]
+
+
+c_pack_doubles: Callable[[list[float]], bytes] | None = (
+    None if _FORCE_PYTHON else _load("pack_doubles")
+)
+"""The compiled packing of :func:`doubles` (``None`` when not built or ``RAGMETER_PURE_PYTHON``
+is set)."""
+
+
+def doubles(values: list[float]) -> array[float]:
+    """``values`` as an ``array('d')`` (packed in C when the compiled kernel is built:
+    ``array('d', values)`` parses every item with a format string).
+
+    >>> doubles([0.5, 1.0])
+    array('d', [0.5, 1.0])
+    """
+    if c_pack_doubles is None:
+        return array("d", values)
+    out = array("d")
+    out.frombytes(c_pack_doubles(values))
+    return out

@@ -1,0 +1,257 @@
+"""Time per query of ``evaluate_run`` from dicts, 1k to 1M queries, beside pytrec_eval and
+ir_measures; and ``evaluate_run_file`` on a 1M-query run file in bounded memory.
+
+Every measurement runs in a fresh child process: it builds the data (``make_data`` of
+``bench_retrieval.py``: 1-20 judgements a query, 100 docs a ranking, fresh id strings), calls
+the library once to warm it, then times the call ``--repeats`` times and keeps the best CPU
+time (``time.process_time``: robust to other load on a shared machine). Peak memory is the
+growth of the resident set during one call (``VmHWM`` reset through ``/proc/self/clear_refs``,
+minus ``VmRSS`` before), so C/C++ allocations count too. Each library computes NDCG@10,
+recall@100, P@10, MRR and MAP; ragmeter's means are checked against pytrec_eval's.
+
+``--file N`` writes a TREC run of ``N`` queries x 100 docs to a temporary directory (about
+3.5 GB at 1M; deleted after) and scores it with ``evaluate_run_file(per_query=False)`` and
+with the per-query scores streamed to a JSONL file: CPU time and the peak growth of the
+resident set over the qrels already in memory.
+
+    python benchmarks/bench_scale_retrieval.py                       # 1k, 10k, 100k
+    python benchmarks/bench_scale_retrieval.py --sizes 1000,10000,100000,1000000 --libs ragmeter
+    python benchmarks/bench_scale_retrieval.py --file 1000000        # item 4: the 1M file
+    python benchmarks/bench_scale_retrieval.py --libs ragmeter --before /path/to/old/src
+
+Results go to ``benchmarks/results/scale_retrieval.json`` (merged with earlier runs by
+library and size) and the plot to ``benchmarks/results/scale_retrieval.png`` (needs
+matplotlib, ``ragmeter[bench]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+LIBS = ("ragmeter", "pytrec_eval", "ir_measures")
+BEFORE = "ragmeter (before)"
+"""ragmeter run from another source tree (``--before SRC``), e.g. the last release's."""
+DEPTH = 100
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
+    """Best CPU seconds of ``fn`` over ``repeats`` calls, and the peak growth of the resident
+    set (MB) during the first of them."""
+    best = math.inf
+    peak = 0.0
+    out: Any = None
+    for i in range(repeats):
+        out = None
+        gc.collect()
+        if i == 0:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # reset VmHWM to the current RSS
+            before = _status_kb("VmRSS")
+        start = time.process_time()
+        out = fn()
+        best = min(best, time.process_time() - start)
+        if i == 0:
+            peak = (_status_kb("VmHWM") - before) / 1024
+    return best, peak, out
+
+
+def _child_dicts(lib: str, n: int, repeats: int) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    import bench_retrieval as br
+
+    mine = lib in ("ragmeter", BEFORE)
+    qrels, run, scored = br.make_data(n, DEPTH, with_scores=not mine)
+    if mine:
+        fn = br.run_ragmeter
+    else:
+        run = {}
+        fn = br.run_pytrec_eval if lib == "pytrec_eval" else br.run_ir_measures
+    small = dict(list(qrels.items())[:50])
+    fn(small, {q: run[q] for q in small if q in run}, {q: scored[q] for q in small if q in scored})
+    cpu, peak, means = _measure(lambda: fn(qrels, run, scored), repeats)
+    return {"lib": lib, "n": n, "cpu_s": cpu, "peak_mb": peak, "means": means}
+
+
+def _write_run(n: int, path: Path) -> dict[str, dict[str, int]]:
+    """Write a TREC run of ``n`` queries x DEPTH docs (grouped by query, score descending)
+    and return its qrels (make_data's recipe, generated query by query)."""
+    rng = random.Random(f"ragmeter-scale-file-{n}")
+    qrels: dict[str, dict[str, int]] = {}
+    n_docs = 1_000_000
+    with path.open("w") as out:
+        for qi in range(n):
+            qid = f"q{qi}"
+            judged = rng.sample(range(n_docs), rng.randint(1, 20))
+            grades = [rng.randint(0, 3) for _ in judged]
+            if max(grades) == 0:
+                grades[0] = rng.randint(1, 3)
+            qrels[qid] = {f"doc{d}": g for d, g in zip(judged, grades, strict=True)}
+            ranked = rng.sample(range(n_docs), DEPTH)
+            for d in judged[: len(judged) * 3 // 5]:
+                if d not in ranked:
+                    ranked[min(int(rng.expovariate(10.0 / DEPTH)), DEPTH - 1)] = d
+            seen: set[int] = set()
+            lines = []
+            for rank, d in enumerate(ranked):
+                if d in seen:
+                    continue
+                seen.add(d)
+                lines.append(f"{qid} Q0 doc{d} {rank + 1} {DEPTH - rank} bench\n")
+            out.write("".join(lines))
+    return qrels
+
+
+def _child_file(n: int, tmp: str) -> list[dict[str, Any]]:
+    from ragmeter import evaluate_run_file
+
+    warm = Path(tmp) / "warm.txt"
+    evaluate_run_file(_write_run(50, warm), warm, per_query=False)  # imports (numpy ...)
+    warm.unlink()
+    path = Path(tmp) / "run.txt"
+    qrels = _write_run(n, path)
+    size = path.stat().st_size
+    results = []
+    kwargs = {"k_values": (10, 100), "metrics": ("ndcg", "recall", "precision", "mrr", "map")}
+    for label, per_query in (("not kept", False), ("to jsonl", Path(tmp) / "scores.jsonl")):
+        gc.collect()
+        rss = _status_kb("VmRSS") / 1024
+        cpu, peak, report = _measure(
+            lambda p=per_query: evaluate_run_file(qrels, path, per_query=p, **kwargs), 1
+        )
+        results.append(
+            {
+                "lib": f"ragmeter evaluate_run_file (per_query {label})",
+                "n": n,
+                "file_mb": size / 2**20,
+                "cpu_s": cpu,
+                "peak_mb": peak,
+                "rss_before_mb": rss,
+                "means": {k: report.metrics[k] for k in ("ndcg@10", "map")},
+            }
+        )
+        del report
+        (Path(tmp) / "scores.jsonl").unlink(missing_ok=True)
+    return results
+
+
+def _spawn(args: list[str], pythonpath: str | None = None) -> Any:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {args} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _save(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / "scale_retrieval.json"
+    old = json.loads(path.read_text()) if path.exists() else []
+    fresh = {(r["lib"], r["n"]) for r in rows}
+    merged = [r for r in old if (r["lib"], r["n"]) not in fresh] + rows
+    merged.sort(key=lambda r: (r["lib"], r["n"]))
+    path.write_text(json.dumps(merged, indent=1) + "\n")
+    return merged
+
+
+def _plot(rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for lib in (*LIBS, BEFORE):
+        pts = sorted((r["n"], 1e6 * r["cpu_s"] / r["n"]) for r in rows if r["lib"] == lib)
+        if pts:
+            style = "--" if lib == BEFORE else "-"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=lib)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("queries (100 docs each)")
+    ax.set_ylabel("CPU time per query (µs)")
+    ax.set_title("evaluate_run from dicts: time per query")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "scale_retrieval.png", dpi=110)
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    print(f"{'library':58} {'queries':>9} {'CPU s':>8} {'µs/query':>9} {'peak MB':>8}")
+    for r in rows:
+        per = 1e6 * r["cpu_s"] / r["n"]
+        print(f"{r['lib']:58} {r['n']:>9,} {r['cpu_s']:8.3f} {per:9.2f} {r['peak_mb']:8.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--libs", default=",".join(LIBS))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--file", type=int, default=0, help="score a run file of N queries")
+    parser.add_argument("--before", help="also time ragmeter from this src directory")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        if args.child[0] == "file":
+            print(json.dumps(_child_file(int(args.child[1]), args.child[2])))
+        else:
+            lib, n = args.child[0], int(args.child[1])
+            print(json.dumps(_child_dicts(lib, n, args.repeats)))
+        return
+    rows: list[dict[str, Any]] = []
+    if args.file:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows.extend(_spawn(["file", str(args.file), tmp]))
+    else:
+        for n in [int(s) for s in args.sizes.split(",")]:
+            for lib in [x for x in args.libs.split(",") if x]:
+                rows.append(_spawn([lib, str(n), "--repeats", str(args.repeats)]))
+                _print(rows[-1:])
+            if args.before:
+                rows.append(_spawn([BEFORE, str(n), "--repeats", str(args.repeats)], args.before))
+                _print(rows[-1:])
+            ref = next((r for r in rows if r["lib"] == "pytrec_eval" and r["n"] == n), None)
+            mine = next((r for r in rows if r["lib"] == "ragmeter" and r["n"] == n), None)
+            if ref and mine:
+                bad = [k for k in ref["means"] if abs(ref["means"][k] - mine["means"][k]) > 1e-9]
+                if bad:
+                    raise SystemExit(f"ragmeter and pytrec_eval disagree at {n}: {bad}")
+    merged = _save(rows)
+    _print(rows)
+    if not args.file:
+        _plot(merged)
+
+
+if __name__ == "__main__":
+    main()
