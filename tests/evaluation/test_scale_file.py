@@ -56,7 +56,9 @@ def test_memory_grows_far_slower_than_the_run(tmp_path: Path, streamed: bool) ->
     growth = _peak(q_large, large, per_query) - _peak(q_small, small, per_query)
     run_growth = large.stat().st_size - small.stat().st_size
     per_query_bytes = growth / (LARGE - SMALL)
-    assert per_query_bytes < 200, (growth, run_growth)  # a query's lines: ~30 bytes x DEPTH
+    # what a query leaves: its id in the reader's seen-query set (to name a query that comes
+    # back later), its judged count and qrels position; its lines are ~30 bytes x DEPTH
+    assert per_query_bytes < 300, (growth, run_growth)
     assert growth < run_growth / 4, (growth, run_growth)
 
 

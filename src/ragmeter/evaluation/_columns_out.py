@@ -22,6 +22,7 @@ from ragmeter.errors import DuplicateDocumentError, InvalidInputError
 from ragmeter.evaluation._checks import str_keys
 from ragmeter.evaluation._columns_in import RunColumns, RunRows, Strings, strings_of
 from ragmeter.evaluation._columns_qrels import ColumnQrels
+from ragmeter.evaluation._rows import KeptRows
 from ragmeter.evaluation.scoring import (
     RunPartial,
     RunPlan,
@@ -143,15 +144,14 @@ def column_report(
     part = _partial(columns, scores, plan)
     qids = list(plan.qrels)
     scored = np.flatnonzero(scores.status == SCORED).tolist()
-    keys, cuts = plan.metric_keys, -len(plan.ks)
+    keys = plan.metric_keys
     writer = open_score_writer(out, plan.all_keys, details=False) if out is not None else None
     try:
         if plan.keep:
-            rows = scores.values[scored].tolist()
-            part.rows = [
-                (i, qids[i], dict(zip(keys, v, strict=False)), v[cuts:])
-                for i, v in zip(scored, rows, strict=True)
-            ]
+            kept = KeptRows(len(plan.keys))
+            for i, v in zip(scored, scores.values[scored].tolist(), strict=True):
+                kept.add(i, qids[i], dict(zip(keys, v, strict=False)), v)
+            part.rows = kept
         else:
             part.distributions = _distributions(plan)
             for start in range(0, len(scored), BLOCK):
