@@ -26,7 +26,7 @@ from ragmeter.embed import (
 )
 from ragmeter.errors import EmbedCacheError, EmbedderOutputError, InvalidInputError, JudgeCacheError
 from ragmeter.evaluation.rag import evaluate_rag
-from ragmeter.judge import TransientJudgeError
+from ragmeter.judge import JudgeIdentityWarning, TransientJudgeError
 from ragmeter.schema import RagSample
 
 SAMPLES = [
@@ -352,3 +352,17 @@ def test_a_numpy_matrix_is_one_vector_a_row_and_anything_else_is_named(vec: Any)
     assert matrix.per_sample == lists.per_sample
     with pytest.raises(EmbedderOutputError, match="'number' returned no list of vectors"):
         evaluate_rag(SAMPLES[:3], metrics=[SemanticSimilarity(Number())], embed_cache=None)
+
+
+_LOOSE_STATE = [1.0]
+
+
+def test_a_function_embedder_reading_a_mutable_global_is_warned_about_by_its_own_name() -> None:
+    def vectors(texts: list[str]) -> list[list[float]]:
+        return [[_LOOSE_STATE[0]] for _ in texts]
+
+    with pytest.warns(
+        JudgeIdentityWarning, match=r"FunctionEmbedder\(.*vectors\).*embedding cache"
+    ):
+        identity = FunctionEmbedder(vectors).identity
+    assert identity["model"] == "function" and len(identity["code"]) == 16

@@ -69,7 +69,8 @@ class FunctionEmbedder:
         ``code`` from :func:`~ragmeter.judge.function_fingerprint`."""
         if self.model != DEFAULT_EMBED_MODEL:
             return {"model": self.model, **self.settings}
-        return {"model": self.model, **function_fingerprint(self.fn), **self.settings}
+        fingerprint = function_fingerprint(self.fn, owner="FunctionEmbedder")
+        return {"model": self.model, **fingerprint, **self.settings}
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         """Call the function (in a thread when it is synchronous)."""

@@ -299,9 +299,10 @@ class _Fingerprint:
             self.member(raw, name=name, where=where)
 
 
-def function_fingerprint(fn: Callable[..., Any]) -> dict[str, str]:
-    """Name and content hash of a callable: what :class:`FunctionJudge` puts in its identity
-    when no ``model`` is named.
+def function_fingerprint(fn: Callable[..., Any], *, owner: str = "FunctionJudge") -> dict[str, str]:
+    """Name and content hash of a callable: what :class:`FunctionJudge` (or ``owner``, e.g.
+    ``"FunctionEmbedder"``, which the warning names) puts in its identity when no ``model``
+    is named.
 
     ``function`` is ``module.qualname`` (``<lambda>`` for a lambda). ``code`` is the first
     16 hex digits of a SHA-256 over the bytecode and constants of the function (and of the
@@ -346,12 +347,18 @@ def function_fingerprint(fn: Callable[..., Any]) -> dict[str, str]:
     if printer.loose:
         shown = ", ".join(printer.loose[:6])
         more = f" and {len(printer.loose) - 6} more" if len(printer.loose) > 6 else ""
+        judge = owner == "FunctionJudge"
+        cache, served, it = (
+            ("judge cache", "verdicts", "the judge")
+            if judge
+            else ("embedding cache", "vectors", "the embedder")
+        )
         warnings.warn(
             JudgeIdentityWarning(
-                f"the identity of FunctionJudge({name}) counts these values it reads by "
+                f"the identity of {owner}({name}) counts these values it reads by "
                 f"their type only: {shown}{more}. Changing them does not change the "
-                "identity, so the judge cache would serve the verdicts given before the "
-                "change. Give the judge a model= name (and settings=) that you change when "
+                f"identity, so the {cache} would serve the {served} given before the "
+                f"change. Give {it} a model= name (and settings=) that you change when "
                 "they change, or make them immutable (a tuple, a frozenset, a number, a string)."
             ),
             stacklevel=2,
