@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from ragmeter.cli._app import CliError
-from ragmeter.cli._judges import load_judge_factory
+from ragmeter.cli._judges import framework_of, load_judge_factory
 from ragmeter.errors import InvalidInputError
 from ragmeter.report import RagEvalReport
 
@@ -76,20 +76,6 @@ EmbedConcurrencyOpt = Annotated[
 ]
 
 
-def _framework_of(obj: object) -> str | None:
-    """Which framework's embedding model ``obj`` is, by class names (nothing imported)."""
-    for cls in type(obj).__mro__:
-        module = getattr(cls, "__module__", "") or ""
-        if cls.__name__ == "Embeddings" and module.startswith("langchain_core."):
-            return "langchain"
-        if cls.__name__ == "BaseEmbedding" and module.startswith("llama_index."):
-            return "llamaindex"
-    meta = type(type(obj))
-    if meta.__name__ == "ComponentMeta" and meta.__module__.startswith("haystack."):
-        return "haystack"
-    return None
-
-
 def as_embedder(obj: object, *, spec: str) -> Embedder:
     """``obj`` as a :class:`ragmeter.embed.Embedder`: an embedder as is, a framework's
     embedding model through its adapter's ``embedder()``; an
@@ -98,7 +84,7 @@ def as_embedder(obj: object, *, spec: str) -> Embedder:
 
     if isinstance(obj, Embedder):
         return obj
-    framework = _framework_of(obj)
+    framework = framework_of(obj, langchain="Embeddings", llamaindex="BaseEmbedding")
     if framework is None:
         raise InvalidInputError(
             f"--embedder {spec}: the factory returned a {type(obj).__name__} object, which is "

@@ -124,13 +124,18 @@ def load_judge_factory(spec: str, option: str = "--judge") -> Callable[[], objec
     return obj
 
 
-def _framework_of(obj: object) -> str | None:
-    """Which framework's model ``obj`` is, by its class names (no framework is imported)."""
+def framework_of(
+    obj: object, *, langchain: str = "BaseChatModel", llamaindex: str = "LLM"
+) -> str | None:
+    """Which framework's model ``obj`` is, by its class names (no framework is imported):
+    a subclass of LangChain's ``langchain`` base class or LlamaIndex's ``llamaindex`` one
+    (chat models by default; ``"Embeddings"``/``"BaseEmbedding"`` for embedding models), or
+    a Haystack component."""
     for cls in type(obj).__mro__:
         module = getattr(cls, "__module__", "") or ""
-        if cls.__name__ == "BaseChatModel" and module.startswith("langchain_core."):
+        if cls.__name__ == langchain and module.startswith("langchain_core."):
             return "langchain"
-        if cls.__name__ == "LLM" and module.startswith("llama_index."):
+        if cls.__name__ == llamaindex and module.startswith("llama_index."):
             return "llamaindex"
     meta = type(type(obj))
     if meta.__name__ == "ComponentMeta" and meta.__module__.startswith("haystack."):
@@ -149,7 +154,7 @@ def as_judge(obj: object, *, spec: str = "FACTORY") -> Judge:
 
     if isinstance(obj, Judge):
         return obj
-    framework = _framework_of(obj)
+    framework = framework_of(obj)
     if framework is None:
         raise InvalidInputError(
             f"--judge {spec}: the factory returned a {type(obj).__name__} object, which is "
