@@ -153,14 +153,8 @@ class EmbedPartial(ModelPartial):
 
 def embed_partition(samples: list[RagSample], spec: EmbedSpec, *, kept: bool) -> EmbedPartial:
     """Run the embedding metrics on one partition's samples (on its worker)."""
-    keys = [m.name for m in spec.metrics]
-    part = EmbedPartial(
-        keys=keys,
-        better={m.name: m.higher_is_better for m in spec.metrics},
-        applies={m.name: any(m.applies_to(s) for s in samples) for m in spec.metrics},
-        kept=kept,
-        counts={name: 0 for name, _ in _COUNTS},
-    )
+    part = EmbedPartial.start(spec.metrics, samples, kept=kept, counts=[n for n, _ in _COUNTS])
+    keys = part.keys
     if not samples:
         return part
     for metric in spec.metrics:

@@ -119,14 +119,8 @@ _COUNTS = (
 
 def judge_partition(samples: list[RagSample], spec: JudgeSpec, *, kept: bool) -> JudgePartial:
     """Run the judges on one partition's samples (in the task's thread, on its worker)."""
-    keys = [m.name for m in spec.metrics]
-    part = JudgePartial(
-        keys=keys,
-        better={m.name: m.higher_is_better for m in spec.metrics},
-        applies={m.name: any(m.applies_to(s) for s in samples) for m in spec.metrics},
-        kept=kept,
-        counts={name: 0 for name, _ in _COUNTS},
-    )
+    part = JudgePartial.start(spec.metrics, samples, kept=kept, counts=[n for n, _ in _COUNTS])
+    keys = part.keys
     if not samples:
         return part
     local, renamed = local_ids(samples)

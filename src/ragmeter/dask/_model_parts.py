@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ragmeter.aggregate import Distribution
 from ragmeter.evaluation.judged import DEFAULT_CACHE
@@ -76,6 +76,9 @@ def local_ids(samples: Sequence[RagSample]) -> tuple[list[str], list[RagSample]]
     return local, renamed
 
 
+_P = TypeVar("_P", bound="ModelPartial")
+
+
 @dataclass
 class ModelPartial:
     """Scores of model-scored metrics over some partitions, in sample order; mergeable."""
@@ -95,6 +98,25 @@ class ModelPartial:
     def __post_init__(self) -> None:
         if not self.kept and not self.distributions:
             self.distributions = {key: Distribution() for key in self.keys}
+
+    @classmethod
+    def start(
+        cls: type[_P],
+        metrics: Sequence[Any],
+        samples: Sequence[RagSample],
+        *,
+        kept: bool,
+        counts: Sequence[str],
+    ) -> _P:
+        """The partial of ``samples`` before anything is scored: each metric's key, its
+        direction and whether any sample applies to it, each of ``counts`` (names) at 0."""
+        return cls(
+            keys=[m.name for m in metrics],
+            better={m.name: m.higher_is_better for m in metrics},
+            applies={m.name: any(m.applies_to(s) for s in samples) for m in metrics},
+            kept=kept,
+            counts=dict.fromkeys(counts, 0),
+        )
 
     def empty_like(self) -> ModelPartial:
         """A partial of no sample with this one's metrics (the start of a merge); fields
