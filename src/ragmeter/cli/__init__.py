@@ -11,7 +11,10 @@ ragmeter`` never imports typer or rich). Commands:
   a TREC run, with ``--trec`` printing trec_eval-compatible lines;
 * ``ragmeter stages SAMPLES.jsonl`` scores every stage of captured samples (retrievers,
   fusion, rerankers, the context) and what each step gained or lost, with a paired CI;
-* ``ragmeter compare`` and ``ragmeter gate`` compare two runs or reports, paired;
+* ``ragmeter compare`` and ``ragmeter gate`` compare two runs or reports, paired (the
+  gate's baseline may be a saved run: ``--baseline pinned``);
+* ``ragmeter runs list|show|diff|trend|pin|unpin|rm`` works on the runs saved by
+  ``--save NAME`` (on ``retrieval``, ``beir``, ``eval``, ``report``, ``traces``);
 * ``ragmeter traces FILE`` scores production traces (OTLP/JSON or a Phoenix export);
 * ``ragmeter fill-holes QRELS RUN... --judge MODULE:FACTORY`` grades the runs' unjudged top
   documents with an LLM judge, measured first on judged ones, and writes augmented qrels;
@@ -27,8 +30,8 @@ bad data (a malformed line, an unknown metric, nothing to score).
 
 One module per command family, each a thin shell over one core call: :mod:`.retrieval`
 (``retrieval``, ``beir``, ``demo``), :mod:`.eval`, :mod:`.report`, :mod:`.stats`
-(``compare``, ``gate``), :mod:`.stages`, :mod:`.traces`, :mod:`.fill_holes`, :mod:`.serve`;
-shared options in :mod:`._options`, rendering in :mod:`._tables`, judge loading in
+(``compare``, ``gate``), :mod:`.runs` (``runs ...``; ``--save`` in :mod:`._save`),
+:mod:`.stages`, :mod:`.traces`, :mod:`.fill_holes`, :mod:`.serve`; shared options in :mod:`._options`, rendering in :mod:`._tables`, judge loading in
 :mod:`._judges`, and the app with its one error-to-exit-code map in :mod:`._app`.
 """
 
@@ -38,6 +41,7 @@ from ragmeter.cli import eval as _eval  # noqa: F401 - registers `eval`
 from ragmeter.cli import fill_holes as _fill_holes  # noqa: F401 - registers `fill-holes`
 from ragmeter.cli import report as _report  # noqa: F401 - registers `report`
 from ragmeter.cli import retrieval as _retrieval  # noqa: F401 - `retrieval`, `beir`, `demo`
+from ragmeter.cli import runs as _runs  # noqa: F401 - registers `runs` and its subcommands
 from ragmeter.cli import serve as _serve  # noqa: F401 - registers `serve`
 from ragmeter.cli import traces as _traces  # noqa: F401 - registers `traces`
 from ragmeter.cli import trec_eval as _trec_eval  # noqa: F401 - registers `trec_eval`

@@ -155,3 +155,35 @@ PerQueryOutOpt = Annotated[
         show_default=False,
     ),
 ]
+
+# --------------------------------------------------------------------------- saving runs
+
+SaveOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--save",
+        help="Also save the report as a run named NAME in the run registry (its id is "
+        "printed on stderr); see `ragmeter runs`.",
+        show_default=False,
+        rich_help_panel="Run registry",
+    ),
+]
+TagOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag",
+        help="With --save: tag the run KEY=VALUE (repeatable), e.g. --tag model=bm25.",
+        show_default=False,
+        rich_help_panel="Run registry",
+    ),
+]
+RegistryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry",
+        help="The run registry's database file (default: $RAGMETER_REGISTRY, else "
+        "./.ragmeter/runs.sqlite).",
+        show_default=False,
+        rich_help_panel="Run registry",
+    ),
+]

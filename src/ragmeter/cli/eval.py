@@ -31,7 +31,15 @@ from ragmeter.cli._judges import (
     _print_estimate,
     _print_judge_summary,
 )
-from ragmeter.cli._options import JsonOpt, _existing_file, _split_list
+from ragmeter.cli._options import (
+    JsonOpt,
+    RegistryOpt,
+    SaveOpt,
+    TagOpt,
+    _existing_file,
+    _split_list,
+)
+from ragmeter.cli._save import save_request
 from ragmeter.cli._tables import _print_json, rag_table
 from ragmeter.errors import InvalidInputError, NoSamplesError
 
@@ -210,6 +218,9 @@ def eval_command(
     no_embed_cache: NoEmbedCacheOpt = False,
     embed_batch_size: EmbedBatchOpt = None,
     embed_concurrency: EmbedConcurrencyOpt = None,
+    save: SaveOpt = None,
+    tag: TagOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Score RAG samples from a JSONL or Parquet file (rag-eval's `eval`, ragmeter's metrics).
 
@@ -217,6 +228,8 @@ def eval_command(
     --per-sample-out, or into --json with --per-sample).
     """
     _existing_file(data, "data")
+    saving = save_request(save, tag, registry)  # a saved run keeps every sample's scores
+    keep_per_sample = keep_per_sample or saving is not None
     names, prices = _checked_options(
         metrics,
         claims_only,
@@ -271,6 +284,8 @@ def eval_command(
     else:
         report = _plain_report(source, asked, k, prices, per_sample_out, keep_per_sample, embedding)
     _print_eval(report, source, judge_keys, cache_path)
+    if saving is not None:
+        saving.save(report)
 
 
 def _names_embedding(metrics: list[str] | None) -> bool:

@@ -17,15 +17,20 @@ from ragmeter.cli._options import (
     LevelOpt,
     MetricsOpt,
     MissingOpt,
+    RegistryOpt,
+    SaveOpt,
+    TagOpt,
     _existing_file,
     _split_list,
     parse_k_values,
 )
+from ragmeter.cli._save import save_request
 from ragmeter.errors import NoSamplesError, RagmeterError
 from ragmeter.evaluation.retrieval import JUDGED_THRESHOLD, evaluate_run
 from ragmeter.io.trec import read_trec_run
 
 if TYPE_CHECKING:
+    from ragmeter.report import RagEvalReport, RetrievalEvalReport
     from ragmeter.schema import RagSample
 
 
@@ -121,8 +126,12 @@ def report_command(
     system: _SystemOpt = None,
     judged_only: JudgedOnlyOpt = False,
     judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
+    save: SaveOpt = None,
+    tag: TagOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Write an HTML report: plots, a sortable per-query table and drill-down, one file."""
+    saving = save_request(save, tag, registry)
     header: dict[str, Any] = {"title": title, "dataset": dataset, "system": system}
     header.update(depth=depth, judged=(judged_only, judged_threshold))
     if data is not None:
@@ -133,13 +142,13 @@ def report_command(
             )
         if judged_only:
             raise CliError("--judged-only is for a retrieval report (--qrels and --run)")
-        written, what, warnings = _rag_page(data, html, k, metrics, skip_errors, header)
+        written, what, warnings, scored = _rag_page(data, html, k, metrics, skip_errors, header)
     else:
         if qrels is None or run is None:
             raise CliError(
                 "ragmeter report needs a JSONL sample file, or --qrels and --run for a TREC run"
             )
-        written, what, warnings = _retrieval_page(
+        written, what, warnings, scored = _retrieval_page(
             qrels,
             run,
             html,
@@ -155,6 +164,8 @@ def report_command(
     err = _stderr()
     for warning in warnings:
         err.print(f"warning: {warning}", markup=False)
+    if saving is not None:
+        saving.save(scored)
 
 
 def _rag_page(
@@ -164,8 +175,9 @@ def _rag_page(
     metrics: list[str] | None,
     skip_errors: bool,
     header: dict[str, Any],
-) -> tuple[Path, str, list[str]]:
-    """Score a sample file and write its page: (the page, what it shows, warnings)."""
+) -> tuple[Path, str, list[str], RagEvalReport]:
+    """Score a sample file and write its page: (the page, what it shows, warnings, the
+    report)."""
     from ragmeter.evaluation.rag import evaluate_rag
     from ragmeter.html import write_rag_report
     from ragmeter.io.jsonl import read_jsonl
@@ -195,7 +207,7 @@ def _rag_page(
         stages=staged,
     )
     what = f"{rag.n_samples} samples" + (f", {len(staged.rows)} stages" if staged else "")
-    return written, what, [*rag.warnings, *stage_notes]
+    return written, what, [*rag.warnings, *stage_notes], rag
 
 
 def _retrieval_page(
@@ -208,9 +220,9 @@ def _retrieval_page(
     missing_queries: str,
     texts_from: tuple[Path | None, Path | None],
     header: dict[str, Any],
-) -> tuple[Path, str, list[str]]:
+) -> tuple[Path, str, list[str], RetrievalEvalReport]:
     """Score a TREC run and write its page (with query and document texts when given, or
-    from a BEIR directory): (the page, what it shows, warnings)."""
+    from a BEIR directory): (the page, what it shows, warnings, the report)."""
     from ragmeter.html import beir_texts, load_texts, write_retrieval_report
     from ragmeter.io import read_qrels as read_any_qrels
 
@@ -250,7 +262,7 @@ def _retrieval_page(
         system=header["system"] or run.stem,
         depth=header["depth"],
     )
-    return written, f"{len(scored.per_query)} queries", list(scored.warnings)
+    return written, f"{len(scored.per_query)} queries", list(scored.warnings), scored
 
 
 def _stage_report(samples: Sequence[RagSample]) -> tuple[Any, list[str]]:

@@ -21,7 +21,10 @@ from ragmeter.cli._options import (
     MissingOpt,
     PerQueryOpt,
     PerQueryOutOpt,
+    RegistryOpt,
     RunOpt,
+    SaveOpt,
+    TagOpt,
     TrecOpt,
     _beir_qrels_path,
     _existing_file,
@@ -29,6 +32,7 @@ from ragmeter.cli._options import (
     parse_k_values,
     read_qrels,
 )
+from ragmeter.cli._save import save_request
 from ragmeter.cli._tables import _emit_retrieval
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation.retrieval import JUDGED_THRESHOLD, evaluate_run
@@ -101,9 +105,13 @@ def retrieval(
     per_query_out: PerQueryOutOpt = None,
     judged_only: JudgedOnlyOpt = False,
     judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
+    save: SaveOpt = None,
+    tag: TagOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Score a TREC run against qrels (TREC or BEIR format, detected, or a BEIR directory)
     like trec_eval."""
+    saving = save_request(save, tag, registry)
     report = _score_files(
         read_qrels(qrels),
         run,
@@ -115,6 +123,8 @@ def retrieval(
         (judged_only, judged_threshold),
     )
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
+    if saving is not None:
+        saving.save(report)
 
 
 @app.command()
@@ -142,8 +152,12 @@ def beir(
     per_query_out: PerQueryOutOpt = None,
     judged_only: JudgedOnlyOpt = False,
     judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
+    save: SaveOpt = None,
+    tag: TagOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Score a TREC run against a BEIR dataset's qrels (the corpus is not loaded)."""
+    saving = save_request(save, tag, registry)
     path = _beir_qrels_path(directory, qrels_file)
     report = _score_files(
         read_beir_qrels(path),
@@ -156,6 +170,8 @@ def beir(
         (judged_only, judged_threshold),
     )
     _emit_retrieval(report, as_json=as_json, trec=trec, per_query=per_query)
+    if saving is not None:
+        saving.save(report)
 
 
 @app.command()

@@ -1,6 +1,8 @@
 """The ``ragmeter compare`` and ``ragmeter gate`` commands, a thin shell over ragmeter.stats.
 
 ``register(app)`` adds both commands to a :class:`typer.Typer` app; ``ragmeter.cli`` calls it.
+``gate --baseline`` takes a report file or a run saved in the run registry (``pinned``,
+``NAME~1``, a run id), checked like for like with the current report before gating.
 
 Exit codes: ``compare`` exits 0 when the comparison ran and 1 on bad input (like the other
 commands); ``gate`` exits 0 when the gate passes, 1 on a regression and 2 on bad input, so a
@@ -11,16 +13,17 @@ CI job can tell a regression from a broken setup. Errors are one stderr line,
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ragmeter.cli._app import CliError, error_exit
-from ragmeter.cli._options import JudgedOnlyOpt
+from ragmeter.cli._options import JudgedOnlyOpt, RegistryOpt
 from ragmeter.errors import InvalidInputError, RagmeterError, describe_error
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
-from ragmeter.stats import Comparable, compare, compare_many, gate
+from ragmeter.stats import Comparable, compare, compare_many, gate, registry_baseline
 
 __all__ = ["load_comparable", "read_qrels_file", "register"]
 
@@ -125,7 +128,12 @@ CorpusOpt = Annotated[
     ),
 ]
 BaselineOpt = Annotated[
-    Path, typer.Option("--baseline", help="Baseline report JSON (report.to_json()).")
+    str,
+    typer.Option(
+        "--baseline",
+        help="Baseline: a report JSON file (report.to_json()), or a saved run: pinned, "
+        "pinned:NAME, a run name (its newest run), NAME~1, a run id (see ragmeter runs).",
+    ),
 ]
 CurrentOpt = Annotated[Path, typer.Option("--current", help="Current report JSON to check.")]
 GateMetricOpt = Annotated[
@@ -418,10 +426,17 @@ def gate_command(
     higher_is_better: DirectionOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
-    """Fail (exit 1) only when the metric dropped by more than --max-drop AND significantly."""
+    """Fail (exit 1) only when the metric dropped by more than --max-drop AND significantly.
+
+    A saved baseline (--baseline pinned, NAME~1, a run id) is read from the run registry
+    and checked like for like with the current report first: scored on other data or with
+    other settings, the gate refuses (exit 2) and names every difference.
+    """
     try:
-        base, now = load_comparable(baseline), load_comparable(current)
+        now = load_comparable(current)
+        base, notes = _gate_baseline(baseline, now, registry)
         result = gate(
             base,
             now,
@@ -434,6 +449,9 @@ def gate_command(
             on_missing=on_missing,  # type: ignore[arg-type]
             higher_is_better=higher_is_better,
         )
+        if notes:
+            comparison = replace(result.comparison, warnings=(*notes, *result.comparison.warnings))
+            result = replace(result, comparison=comparison)
         if html is not None:
             from ragmeter.html import write_comparison
 
@@ -446,6 +464,21 @@ def gate_command(
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
     if result.exit_code:
         raise typer.Exit(result.exit_code)
+
+
+def _gate_baseline(
+    baseline: str, current: Comparable, registry: Path | None
+) -> tuple[Comparable, list[str]]:
+    """The gate's baseline, a report file or a saved run, and notes for its warnings."""
+    path = Path(baseline)
+    if path.is_file():
+        if registry is not None:
+            raise CliError("--registry goes with a saved baseline (a ref), not a report file")
+        return load_comparable(path), []
+    if path.suffix.lower() == ".json":  # a report file that is not there, not a run ref
+        raise CliError(f"baseline report file not found: {path}")
+    report, _, notes = registry_baseline(baseline, current, registry=registry)
+    return report, notes
 
 
 def register(app: typer.Typer) -> None:

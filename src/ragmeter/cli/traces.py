@@ -22,12 +22,16 @@ from ragmeter.cli._options import (
     KOpt,
     MetricsOpt,
     PerQueryOpt,
+    RegistryOpt,
+    SaveOpt,
+    TagOpt,
     _existing_file,
     _split_list,
     parse_k_values,
     read_qrels,
 )
 from ragmeter.cli._progress import stderr_is_tty
+from ragmeter.cli._save import save_request
 from ragmeter.cli._tables import _emit_retrieval, _print_json, rag_table
 from ragmeter.evaluation.retrieval import JUDGED_THRESHOLD
 
@@ -104,11 +108,15 @@ def traces(
     per_query: PerQueryOpt = False,
     judged_only: JudgedOnlyOpt = False,
     judged_threshold: JudgedThresholdOpt = JUDGED_THRESHOLD,
+    save: SaveOpt = None,
+    tag: TagOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Score production traces: trec_eval's numbers with --qrels, else the answer metrics."""
     from ragmeter.traces import read
 
     _existing_file(path, "traces")
+    saving = save_request(save, tag, registry)
     texts = _read_queries(queries) if queries is not None else None
     samples = read(
         path,
@@ -136,6 +144,8 @@ def traces(
 
             write_retrieval_report(report, html, run=samples.to_run(), qrels=judged)
         _emit_retrieval(report, as_json=as_json, trec=False, per_query=per_query)
+        if saving is not None:
+            saving.save(report)
         return
     rag = samples.evaluate(metrics=_split_list(metrics) or _REFERENCE_FREE)
     if html is not None:
@@ -144,10 +154,12 @@ def traces(
         write_rag_report(rag, html, samples=samples.samples)
     if as_json:
         _print_json(rag)
-        return
-    _print_table(rag_table(rag), f"Traces: {rag.n_samples} runs scored (no qrels)")
-    for warning in rag.warnings:
-        _stderr().print(f"warning: {warning}", markup=False)
+    else:
+        _print_table(rag_table(rag), f"Traces: {rag.n_samples} runs scored (no qrels)")
+        for warning in rag.warnings:
+            _stderr().print(f"warning: {warning}", markup=False)
+    if saving is not None:
+        saving.save(rag)
 
 
 def _read_queries(path: Path) -> dict[str, str]:

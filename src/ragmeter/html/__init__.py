@@ -18,6 +18,9 @@ file, and the data is JSON embedded in the file too. Every string that came from
   that moved most, and both systems' drill-downs side by side.
 * :func:`write_stage_report`: every stage of a pipeline scored,
   a bar per stage and the table of what each step gained or lost (static, no script).
+* :func:`write_trend`: one metric over saved runs (:func:`ragmeter.stats.trend`), with
+  confidence bands and regressions marked, each point linking to that run's own report
+  page, written beside it (static, no script).
 
 A page stays under ``max_bytes`` (default 9.5 MB) by cutting long texts, then leaving them
 out (a note in the page says so); per-item scores are always complete. ``import ragmeter``
@@ -27,7 +30,7 @@ does not import this package.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,8 +41,9 @@ from ragmeter.report import RagEvalReport, RetrievalEvalReport
 from ragmeter.schema import SampleLike
 
 if TYPE_CHECKING:
+    from ragmeter.registry import Registry
     from ragmeter.stages import StageReport
-    from ragmeter.stats import CompareResult
+    from ragmeter.stats import CompareResult, TrendPoint
 
 __all__ = [
     "DEFAULT_DEPTH",
@@ -53,6 +57,7 @@ __all__ = [
     "write_rag_report",
     "write_retrieval_report",
     "write_stage_report",
+    "write_trend",
 ]
 
 DEFAULT_MAX_BYTES = 9_500_000
@@ -318,3 +323,49 @@ def write_stage_report(report: StageReport, path: PathLike, *, title: str | None
     if not isinstance(report, StageReport):
         raise InvalidInputError(f"report must be a StageReport, got {type(report).__name__}")
     return _write(path, render_stages(report, title=title))
+
+
+def write_trend(
+    points: Sequence[TrendPoint],
+    path: PathLike,
+    *,
+    metric: str,
+    registry: Registry | PathLike | None = None,
+    title: str | None = None,
+    run_pages: bool = True,
+) -> Path:
+    """Write the trend ``points`` of ``metric`` (:func:`ragmeter.stats.trend`) as one
+    self-contained HTML file at ``path``; return its path.
+
+    The page plots the metric over the runs in time order: each run's mean, its
+    confidence interval as a bar and, joined over consecutive like-for-like runs, a shaded
+    band; regressions in red with a mark; a dashed rule where the data or settings changed.
+    With ``run_pages`` (default) each run's report is read back from ``registry`` (a
+    :class:`~ragmeter.registry.Registry` or its path; default: the default registry) and
+    written as its own report page in the folder ``<stem>_runs`` beside ``path``
+    (``out.html`` and ``out_runs/<run id>.html``), and each point and table row links to
+    it. Raises :class:`~ragmeter.errors.InvalidInputError` when there are no points.
+    """
+    from urllib.parse import quote
+
+    from ragmeter.html._trend import render_trend
+    from ragmeter.registry import Registry as Opened
+
+    if not points:
+        raise InvalidInputError(f"no saved runs have {metric!r}: nothing to draw")
+    target = Path(path)
+    links: dict[str, str] = {}
+    if run_pages:
+        reg = registry if isinstance(registry, Opened) else Opened(registry, read_only=True)
+        folder = target.with_name(f"{target.stem}_runs")
+        folder.mkdir(parents=True, exist_ok=True)
+        for point in points:
+            report = reg.load_report(point.run_id)
+            page = folder / f"{point.run_id}.html"
+            heading = f"{point.name} · run {point.run_id[:12]}"
+            if isinstance(report, RetrievalEvalReport):
+                write_retrieval_report(report, page, title=heading, system=point.name)
+            else:
+                write_rag_report(report, page, title=heading, system=point.name)
+            links[point.run_id] = f"{quote(folder.name)}/{quote(page.name)}"
+    return _write(target, render_trend(points, metric=metric, links=links, title=title))

@@ -18,12 +18,16 @@ adjusted p-values; :func:`gate` turns a comparison into a pass/fail regression d
 scores before and after beside the judge's agreement with the human grades (Cohen's kappa,
 Kendall's tau: :func:`cohen_kappa`, :func:`kendall_tau`, :func:`confusion_matrix`).
 NumPy is imported only when a comparison runs, so ``import ragmeter`` stays light.
+Saved runs (:mod:`ragmeter.registry`) are compared like for like by :func:`diff_runs`
+(refused with what differs when their data or settings do), followed over time by
+:func:`trend`, and read as a gate's baseline by :func:`registry_baseline`.
 
 One idea per module: ``_compare`` (two systems), ``_pairing`` (each side's scores and how
 they pair), ``_result`` (what a comparison found), ``_resampling`` (the tests and
-intervals), ``_many`` (several systems, Holm-Bonferroni), ``_gate`` (pass/fail), ``_agreement`` (two
-raters: kappa, tau), ``_holes`` and ``_holes_result`` (holes filled by a judge); no
-rendering here (pages are written by :mod:`ragmeter.html`).
+intervals), ``_many`` (several systems, Holm-Bonferroni), ``_gate`` (pass/fail), ``_runs``
+(saved runs: diff, a gate's baseline), ``_trend`` (a metric over saved runs),
+``_agreement`` (two raters: kappa, tau), ``_holes`` and ``_holes_result`` (holes filled by
+a judge); no rendering here (pages are written by :mod:`ragmeter.html`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from ragmeter.stats._holes import fill_holes, stratified_sample
 from ragmeter.stats._holes_result import HoleFilling, JudgeAgreement, SystemFill
 from ragmeter.stats._many import ComparisonRow, ComparisonTable, compare_many, holm_bonferroni
 from ragmeter.stats._result import CompareResult, QueryChange
+from ragmeter.stats._runs import RunPair, diff_runs, load_pair, registry_baseline, run_label
+from ragmeter.stats._trend import TrendPoint, trend
 
 __all__ = [
     "PRIMARY_RETRIEVAL_METRIC",
@@ -57,15 +63,22 @@ __all__ = [
     "JudgeAgreement",
     "OnMissing",
     "QueryChange",
+    "RunPair",
     "SystemFill",
     "TestName",
+    "TrendPoint",
     "cohen_kappa",
     "compare",
     "compare_many",
     "confusion_matrix",
+    "diff_runs",
     "fill_holes",
     "gate",
     "holm_bonferroni",
     "kendall_tau",
+    "load_pair",
+    "registry_baseline",
+    "run_label",
     "stratified_sample",
+    "trend",
 ]

@@ -1,0 +1,262 @@
+"""The trend page: one metric over saved runs, with CI bands and regressions marked, static.
+
+The plot is inline SVG (no script, no network): runs left to right in time order, evenly
+spaced; each run's mean a point linked to that run's own report page, its confidence
+interval a vertical bar, and the intervals of consecutive like-for-like runs joined into
+a shaded band. A regression (a significant drop against the previous comparable run) is a
+red point with a downward mark; where the data or settings changed (the runs are not
+like for like) the band and line break, at a dashed rule. Under the plot, a table of the
+runs. Every string that came from a user (run names, tags, notes) is escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+from typing import TYPE_CHECKING
+
+from ragmeter._version import __version__
+from ragmeter.html import _sections
+from ragmeter.html._page import _asset
+from ragmeter.html._svg import nice_range
+
+if TYPE_CHECKING:
+    from ragmeter.stats import TrendPoint
+
+__all__ = ["render_trend"]
+
+_W, _H = 960.0, 340.0
+_L, _R, _T, _B = 56.0, 24.0, 16.0, 48.0
+
+CSS = """
+svg.trend { width: 100%; max-width: 1100px; height: auto; display: block;
+  font: 11px system-ui, sans-serif; }
+svg.trend .band { fill: #0969da2e; stroke: none; }
+svg.trend .line { fill: none; stroke: #0969da; stroke-width: 1.6; }
+svg.trend .ci { stroke: #0969da; stroke-width: 1.2; }
+svg.trend circle.pt { fill: #0969da; stroke: #fff; stroke-width: 1.5; }
+svg.trend circle.pt.regression { fill: #cf222e; }
+svg.trend circle.pt.pinned { stroke: #1f2328; stroke-width: 2.5; }
+svg.trend a:hover circle.pt { stroke: #000; }
+svg.trend .mark { fill: #cf222e; text-anchor: middle; font-size: 13px; font-weight: 700; }
+svg.trend .break { stroke: #8c959f; stroke-dasharray: 4 3; }
+svg.trend .grid-y { stroke: #d0d7de; stroke-width: .6; }
+svg.trend .tick.x { text-anchor: end; }
+table.runs td, table.runs th { padding: 3px 8px; border-bottom: 1px solid var(--line);
+  text-align: right; white-space: nowrap; }
+table.runs td.l, table.runs th.l { text-align: left; }
+table.runs td.note { text-align: left; white-space: normal; color: var(--muted); }
+table.runs tr.regression td { background: #fdecea; }
+"""
+
+
+def _n(x: float) -> str:
+    text = f"{x:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _v(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4f}"
+
+
+def _breaks(points: Sequence[TrendPoint]) -> list[bool]:
+    """Whether each point starts a new like-for-like series (it was tested against no
+    earlier run, or against one that is not the point just before it)."""
+    out = []
+    for i, p in enumerate(points):
+        before = points[i - 1].run_id if i else None
+        out.append(i > 0 and p.baseline_id != before)
+    return out
+
+
+def _series(points: Sequence[TrendPoint]) -> list[list[int]]:
+    """Runs of consecutive point indices that are like for like (joined by line and band)."""
+    groups: list[list[int]] = []
+    for i, starts in enumerate(_breaks(points)):
+        if not groups or starts:
+            groups.append([])
+        groups[-1].append(i)
+    return groups
+
+
+def _point_title(p: TrendPoint, metric: str) -> str:
+    lines = [
+        f"{p.name} · run {p.run_id[:12]}",
+        p.created.strftime("%Y-%m-%d %H:%M UTC"),
+        f"{metric} = {p.mean:.4f}" + (f"  [{p.ci_low:.4f}, {p.ci_high:.4f}]" if p.ci else ""),
+        f"n = {p.n}",
+    ]
+    if p.git_commit:
+        lines.append(f"commit {p.git_commit[:12]}")
+    if p.diff is not None:
+        lines.append(f"vs previous comparable run: {p.diff:+.4f} (p = {p.p_value:.4g})")
+    if p.regression:
+        lines.append("REGRESSION: a significant drop")
+    if p.pinned:
+        lines.append("pinned baseline")
+    return "\n".join(lines)
+
+
+def _plot(points: Sequence[TrendPoint], metric: str, links: Mapping[str, str]) -> str:
+    values = [p.mean for p in points] + [v for p in points for v in (p.ci or ())]
+    lo, hi = nice_range(values)
+    pw, ph = _W - _L - _R, _H - _T - _B
+    step = pw / max(len(points) - 1, 1)
+
+    def x(i: int) -> float:
+        return _L + (i * step if len(points) > 1 else pw / 2)
+
+    def y(v: float) -> float:
+        return _T + ph - (v - lo) / (hi - lo) * ph
+
+    parts = [
+        f'<svg class="trend" viewBox="0 0 {_n(_W)} {_n(_H)}" role="img" '
+        f'aria-label="{escape(metric)} over {len(points)} saved runs">'
+    ]
+    for t in (lo, lo + (hi - lo) / 4, (lo + hi) / 2, lo + 3 * (hi - lo) / 4, hi):
+        parts.append(
+            f'<line class="grid-y" x1="{_n(_L)}" y1="{_n(y(t))}" x2="{_n(_W - _R)}" '
+            f'y2="{_n(y(t))}"/><text class="tick y" x="{_n(_L - 6)}" y="{_n(y(t) + 4)}">'
+            f"{t:.3g}</text>"
+        )
+    for group in _series(points):
+        with_ci = [i for i in group if points[i].ci is not None]
+        if len(with_ci) > 1:
+            upper = " ".join(f"{_n(x(i))},{_n(y(points[i].ci_high or 0.0))}" for i in with_ci)
+            lower = " ".join(
+                f"{_n(x(i))},{_n(y(points[i].ci_low or 0.0))}" for i in reversed(with_ci)
+            )
+            parts.append(f'<polygon class="band" points="{upper} {lower}"/>')
+        if len(group) > 1:
+            line = " ".join(f"{_n(x(i))},{_n(y(points[i].mean))}" for i in group)
+            parts.append(f'<polyline class="line" points="{line}"/>')
+    for i, starts in enumerate(_breaks(points)):
+        if starts:
+            xb = (x(i - 1) + x(i)) / 2
+            parts.append(
+                f'<line class="break" x1="{_n(xb)}" y1="{_n(_T)}" x2="{_n(xb)}" '
+                f'y2="{_n(_T + ph)}"><title>{escape(points[i].note or "not like for like")}'
+                "</title></line>"
+            )
+    parts.extend(_marks(points, metric, links, x, y))
+    base = _T + ph
+    parts.append(
+        f'<line class="axis" x1="{_n(_L)}" y1="{_n(base)}" x2="{_n(_W - _R)}" y2="{_n(base)}"/>'
+        f'<text class="axis-label" transform="translate(14 {_n(_T + ph / 2)}) rotate(-90)">'
+        f"{escape(metric)}</text></svg>"
+    )
+    return "".join(parts)
+
+
+def _marks(
+    points: Sequence[TrendPoint],
+    metric: str,
+    links: Mapping[str, str],
+    x: Callable[[int], float],
+    y: Callable[[float], float],
+) -> list[str]:
+    """Per run: its interval bar, its linked point, a regression mark and the date tick."""
+    label_every = max(1, len(points) // 16)
+    parts: list[str] = []
+    for i, p in enumerate(points):
+        cx, cy = x(i), y(p.mean)
+        if p.ci is not None:
+            parts.append(
+                f'<line class="ci" x1="{_n(cx)}" y1="{_n(y(p.ci[0]))}" x2="{_n(cx)}" '
+                f'y2="{_n(y(p.ci[1]))}"/>'
+            )
+        classes = "pt" + (" regression" if p.regression else "") + (" pinned" if p.pinned else "")
+        radius = 5.5 if p.regression else 4.5
+        circle = (
+            f'<circle class="{classes}" cx="{_n(cx)}" cy="{_n(cy)}" r="{radius}"'
+            f' data-run="{escape(p.run_id)}"><title>{escape(_point_title(p, metric))}</title>'
+            "</circle>"
+        )
+        href = links.get(p.run_id)
+        parts.append(f'<a href="{escape(href)}">{circle}</a>' if href else circle)
+        if p.regression:
+            parts.append(f'<text class="mark" x="{_n(cx)}" y="{_n(cy - 10)}">▼</text>')
+        if i % label_every == 0:
+            parts.append(
+                f'<text class="tick x" transform="translate({_n(cx + 3)} {_n(_H - _B + 14)}) '
+                f'rotate(-30)">{escape(p.created.strftime("%m-%d %H:%M"))}</text>'
+            )
+    return parts
+
+
+def _table(points: Sequence[TrendPoint], metric: str, links: Mapping[str, str]) -> str:
+    head = (
+        '<tr><th class="l">time (UTC)</th><th class="l">run</th><th class="l">name</th>'
+        f'<th class="l">commit</th><th>{escape(metric)}</th><th>CI</th><th>n</th>'
+        '<th>change</th><th>p</th><th class="l">note</th></tr>'
+    )
+    rows = []
+    for p in reversed(points):  # newest first, as `ragmeter runs list`
+        href = links.get(p.run_id)
+        run = escape(p.run_id[:12])
+        run_cell = f'<a href="{escape(href)}">{run}</a>' if href else run
+        note = " ".join(
+            part
+            for part in (
+                "REGRESSION." if p.regression else "",
+                "Pinned." if p.pinned else "",
+                p.note or "",
+            )
+            if part
+        )
+        rows.append(
+            f'<tr{" class=regression" if p.regression else ""}>'
+            f'<td class="l">{escape(p.created.strftime("%Y-%m-%d %H:%M:%S"))}</td>'
+            f'<td class="l">{run_cell}</td><td class="l">{escape(p.name)}</td>'
+            f'<td class="l">{escape((p.git_commit or "–")[:10])}</td><td>{_v(p.mean)}</td>'
+            f"<td>{f'[{p.ci[0]:.4f}, {p.ci[1]:.4f}]' if p.ci else '–'}</td><td>{p.n}</td>"
+            f"<td>{'–' if p.diff is None else f'{p.diff:+.4f}'}</td>"
+            f"<td>{'–' if p.p_value is None else f'{p.p_value:.4g}'}</td>"
+            f'<td class="note">{escape(note)}</td></tr>'
+        )
+    return (
+        f'<div class="table-wrap"><table class="runs">{head}{"".join(rows)}</table></div>'
+    )
+
+
+def render_trend(
+    points: Sequence[TrendPoint],
+    *,
+    metric: str,
+    links: Mapping[str, str],
+    title: str | None = None,
+    subtitle: str | None = None,
+) -> str:
+    """The whole trend page as one string; ``links`` maps a run id to its page's URL."""
+    heading = title or f"ragmeter trend: {metric}"
+    regressions = sum(p.regression for p in points)
+    names = sorted({p.name for p in points})
+    context = subtitle or (
+        f"{len(points)} saved runs of {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+        f"; {regressions} regression{'s' if regressions != 1 else ''} (a significant drop "
+        "against the previous like-for-like run)"
+    )
+    header = _sections.top_header(heading, context)
+    legend = (
+        '<p class="muted">Each point is a run\'s mean (click it for that run\'s report); the '
+        "bar and the shaded band are its confidence interval. Red ▼: a regression. A dashed "
+        "rule: the data or settings changed, so the runs on either side are not compared.</p>"
+    )
+    body = (
+        f'<section class="card" id="trend"><h2>{escape(metric)} over runs</h2>'
+        f"{_plot(points, metric, links)}{legend}</section>"
+        f'<section class="card" id="runs"><h2>Runs</h2>{_table(points, metric, links)}</section>'
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="generator" content="ragmeter {escape(__version__)}">\n'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "img-src data:; style-src 'unsafe-inline'\">\n"
+        f"<title>{escape(heading)}</title>\n<style>\n{_asset('report.css')}\n{CSS}</style>\n"
+        f'</head>\n<body class="kind-trend">\n<header class="top">\n{header}\n</header>\n'
+        f"<main>\n{body}\n</main>\n"
+        f'<footer class="muted">Made by ragmeter {escape(__version__)}: one self-contained '
+        "file, no network needed (each run's report is its own file beside it).</footer>\n"
+        "</body>\n</html>\n"
+    )
