@@ -2,12 +2,15 @@
 point, the CI band drawn, the regression marked, each point a link to that run's own
 report page (which exists and loads), nothing fetched, no errors.
 
-Five Cranfield runs saved from the command line: BM25, a weaker copy (the regression),
-BM25 again, BM25 at relevance level 2 (not like for like: a new series) and BM25 again.
+Eight Cranfield runs saved from the command line: BM25 and copies with the top 10 of some
+queries shuffled (one with half of them: a significant drop), the last two scored at
+relevance level 2 (not like for like: a new series). The regressions marked are the ones
+:func:`ragmeter.stats.trend` finds (tested against SciPy in tests/stats/test_runs.py).
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import pytest
 from ragmeter import cli
 from ragmeter.io.trec import write_trec_run
 from ragmeter.registry import Registry
+from ragmeter.stats import trend
 
 pytestmark = pytest.mark.browser
 
@@ -26,18 +30,39 @@ BOXES_JS = """sel => [...document.querySelectorAll(sel)].map(e => {
 })"""
 
 
+def _variant(run: dict[str, list[str]], share: float) -> dict[str, list[str]]:
+    """``run`` with the top 10 of a ``share`` of its queries shuffled (a worse system)."""
+    out = {}
+    for qid, docs in run.items():
+        rng = random.Random(f"{qid}:{share}")
+        top = list(docs[:10])
+        if rng.random() < share:
+            rng.shuffle(top)
+        out[qid] = top + list(docs[10:])
+    return out
+
+
+#: The saved runs: the share of queries whose top 10 is shuffled, and the options. The
+#: 0.5 run drops significantly; the last two are scored at relevance level 2.
+PLAN: list[tuple[float, list[str]]] = [
+    (0.0, []),
+    (0.1, []),
+    (0.05, []),
+    (0.5, []),
+    (0.0, []),
+    (0.05, []),
+    (0.0, ["--relevance-level", "2"]),
+    (0.05, ["--relevance-level", "2"]),
+]
+
+
 def _saved(tmp_path: Path, cranfield: dict[str, Any]) -> tuple[Path, list[str]]:
+    """The runs of :data:`PLAN` saved by ``ragmeter retrieval --save``, oldest first."""
     registry = tmp_path / "runs.sqlite"
-    write_trec_run(cranfield["weaker"], tmp_path / "weaker.run")
     qrels = CRAN / "qrels" / "test.tsv"
-    plan: list[tuple[Path, list[str]]] = [
-        (CRAN / "bm25.run", []),
-        (tmp_path / "weaker.run", []),
-        (CRAN / "bm25.run", []),
-        (CRAN / "bm25.run", ["--relevance-level", "2"]),
-        (CRAN / "bm25.run", ["--relevance-level", "2"]),
-    ]
-    for run, extra in plan:
+    for i, (share, extra) in enumerate(PLAN):
+        run = tmp_path / f"run{i}.run"
+        write_trec_run(_variant(cranfield["run"], share), run)
         args = ["retrieval", "--qrels", str(qrels), "--run", str(run), "--json", *extra]
         assert cli.run([*args, "--save", "bm25", "--registry", str(registry)]) == 0
     ids = [r.id for r in reversed(Registry(registry).runs())]
@@ -74,12 +99,14 @@ def test_trend_page_in_chromium(
         marked = page.eval_on_selector_all(
             "svg.trend circle.pt.regression", "cs => cs.map(c => c.dataset.run)"
         )
-        assert marked == [ids[1]]
-        assert page.locator("svg.trend text.mark").count() == 1
+        flagged = [p.run_id for p in trend(registry, "ndcg@10") if p.regression]
+        assert ids[3] in flagged and marked == flagged
+        assert page.locator("svg.trend text.mark").count() == len(flagged)
+        assert page.locator("table.runs tr.regression").count() == len(flagged)
         # drawn: points, CI bars, the band of each like-for-like series, and its break
         for selector, count in (
-            ("svg.trend circle.pt", 5),
-            ("svg.trend line.ci", 5),
+            ("svg.trend circle.pt", len(PLAN)),
+            ("svg.trend line.ci", len(PLAN)),
             ("svg.trend polygon.band", 2),
             ("svg.trend line.break", 1),
         ):
@@ -89,17 +116,15 @@ def test_trend_page_in_chromium(
             assert width > 50 and height > 1
         # every point links to its run's report page, which exists
         hrefs = page.eval_on_selector_all("svg.trend a", "as => as.map(a => a.href.baseVal)")
-        assert len(hrefs) == 5
+        assert len(hrefs) == len(PLAN)
         for run_id, href in zip(ids, hrefs, strict=True):
             assert (tmp_path / href).is_file() and run_id in href
-        rows = page.locator("table.runs tr.regression").count()
-        assert rows == 1
         screenshot(_Loaded(page), "trend")
         # following a point opens that run's report page, and it renders
-        page.click(f'svg.trend circle.pt[data-run="{ids[1]}"]')
+        page.click(f'svg.trend circle.pt[data-run="{ids[3]}"]')
         page.wait_for_selector("html[data-ready='1']", timeout=30_000)
-        assert page.url.endswith(f"trend_runs/{ids[1]}.html")
-        assert ids[1][:12] in page.title() and page.text_content("#count") == "225 rows"
+        assert page.url.endswith(f"trend_runs/{ids[3]}.html")
+        assert ids[3][:12] in page.title() and page.text_content("#count") == "225 rows"
         assert errors == []
     finally:
         context.close()

@@ -97,9 +97,34 @@ def _point_title(p: TrendPoint, metric: str) -> str:
     return "\n".join(lines)
 
 
+def y_range(values: Sequence[float]) -> tuple[float, float]:
+    """The y axis of a trend: the values' span padded by a tenth each way (a trend's moves
+    are small against a 0-1 axis), never past 0 or 1 for values inside them.
+
+    >>> y_range([0.30, 0.35]), y_range([5.0, 5.0])
+    ((0.295, 0.355), (4.5, 5.5))
+    """
+    lo, hi = min(values), max(values)
+    if lo == hi:
+        return (
+            nice_range([lo, hi]) if not 0 <= lo <= 1 else (max(lo - 0.05, 0.0), min(hi + 0.05, 1.0))
+        )
+    pad = (hi - lo) / 10
+    low, high = lo - pad, hi + pad
+    if lo >= 0 and hi <= 1:
+        low, high = max(low, 0.0), min(high, 1.0)
+    return round(low, 12), round(high, 12)
+
+
+def _time_format(points: Sequence[TrendPoint]) -> str:
+    """Times of day when the runs span under a day, else dates with the time."""
+    span = points[-1].created - points[0].created
+    return "%H:%M:%S" if span.total_seconds() < 86_400 else "%Y-%m-%d %H:%M"
+
+
 def _plot(points: Sequence[TrendPoint], metric: str, links: Mapping[str, str]) -> str:
     values = [p.mean for p in points] + [v for p in points for v in (p.ci or ())]
-    lo, hi = nice_range(values)
+    lo, hi = y_range(values)
     pw, ph = _W - _L - _R, _H - _T - _B
     step = pw / max(len(points) - 1, 1)
 
@@ -157,6 +182,7 @@ def _marks(
 ) -> list[str]:
     """Per run: its interval bar, its linked point, a regression mark and the date tick."""
     label_every = max(1, len(points) // 16)
+    when = _time_format(points)
     parts: list[str] = []
     for i, p in enumerate(points):
         cx, cy = x(i), y(p.mean)
@@ -179,7 +205,7 @@ def _marks(
         if i % label_every == 0:
             parts.append(
                 f'<text class="tick x" transform="translate({_n(cx + 3)} {_n(_H - _B + 14)}) '
-                f'rotate(-30)">{escape(p.created.strftime("%m-%d %H:%M"))}</text>'
+                f'rotate(-30)">{escape(p.created.strftime(when))}</text>'
             )
     return parts
 
@@ -205,7 +231,7 @@ def _table(points: Sequence[TrendPoint], metric: str, links: Mapping[str, str]) 
             if part
         )
         rows.append(
-            f'<tr{" class=regression" if p.regression else ""}>'
+            f"<tr{' class=regression' if p.regression else ''}>"
             f'<td class="l">{escape(p.created.strftime("%Y-%m-%d %H:%M:%S"))}</td>'
             f'<td class="l">{run_cell}</td><td class="l">{escape(p.name)}</td>'
             f'<td class="l">{escape((p.git_commit or "–")[:10])}</td><td>{_v(p.mean)}</td>'
@@ -214,9 +240,7 @@ def _table(points: Sequence[TrendPoint], metric: str, links: Mapping[str, str]) 
             f"<td>{'–' if p.p_value is None else f'{p.p_value:.4g}'}</td>"
             f'<td class="note">{escape(note)}</td></tr>'
         )
-    return (
-        f'<div class="table-wrap"><table class="runs">{head}{"".join(rows)}</table></div>'
-    )
+    return f'<div class="table-wrap"><table class="runs">{head}{"".join(rows)}</table></div>'
 
 
 def render_trend(
@@ -238,9 +262,11 @@ def render_trend(
     )
     header = _sections.top_header(heading, context)
     legend = (
-        '<p class="muted">Each point is a run\'s mean (click it for that run\'s report); the '
+        "<p class=\"muted\">Each point is a run's mean (click it for that run's report); the "
         "bar and the shaded band are its confidence interval. Red ▼: a regression. A dashed "
-        "rule: the data or settings changed, so the runs on either side are not compared.</p>"
+        "rule: the data or settings changed, so the runs on either side are not compared. A "
+        "regression is judged by a paired test, query by query, against the previous "
+        "like-for-like run, so it can show while the two bands overlap.</p>"
     )
     body = (
         f'<section class="card" id="trend"><h2>{escape(metric)} over runs</h2>'
