@@ -31,8 +31,9 @@ bad data (a malformed line, an unknown metric, nothing to score).
 One module per command family, each a thin shell over one core call: :mod:`.retrieval`
 (``retrieval``, ``beir``, ``demo``), :mod:`.eval`, :mod:`.report`, :mod:`.stats`
 (``compare``, ``gate``), :mod:`.runs` (``runs ...``; ``--save`` in :mod:`._save`),
-:mod:`.stages`, :mod:`.traces`, :mod:`.fill_holes`, :mod:`.serve`; shared options in :mod:`._options`, rendering in :mod:`._tables`, judge loading in
-:mod:`._judges`, and the app with its one error-to-exit-code map in :mod:`._app`.
+:mod:`.stages`, :mod:`.traces`, :mod:`.fill_holes`, :mod:`.serve`; shared options in
+:mod:`._options`, rendering in :mod:`._tables`, judge loading in :mod:`._judges`, and the
+app with its one error-to-exit-code map in :mod:`._app`.
 """
 
 from __future__ import annotations

@@ -134,6 +134,7 @@ def report_command(
     saving = save_request(save, tag, registry)
     header: dict[str, Any] = {"title": title, "dataset": dataset, "system": system}
     header.update(depth=depth, judged=(judged_only, judged_threshold))
+    scored: RagEvalReport | RetrievalEvalReport
     if data is not None:
         if qrels is not None or run is not None or queries is not None or corpus is not None:
             raise CliError(

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -56,7 +56,9 @@ NameOpt = Annotated[
 ]
 TagFilterOpt = Annotated[
     str | None,
-    typer.Option("--tag", help="Only the runs with this tag (KEY or KEY=VALUE).", show_default=False),
+    typer.Option(
+        "--tag", help="Only the runs with this tag (KEY or KEY=VALUE).", show_default=False
+    ),
 ]
 HtmlOpt = Annotated[
     Path | None,
@@ -144,8 +146,7 @@ def show_command(ref: RefArg, as_json: JsonOpt = False, registry: RegistryOpt = 
     out = [
         f"run {record.id}  {record.name}  ({record.kind}{', pinned' if record.pinned else ''})",
         f"  saved        {record.created.isoformat()}",
-        f"  git commit   {record.git_commit or '–'}"
-        + (" (dirty)" if record.git_dirty else ""),
+        f"  git commit   {record.git_commit or '–'}" + (" (dirty)" if record.git_dirty else ""),
         f"  ragmeter     {record.ragmeter_version} (metric definitions "
         f"{record.metric_definitions})",
     ]
@@ -222,7 +223,11 @@ def diff_command(
             from ragmeter.html import write_comparison
 
             written = write_comparison(
-                result, html, a=pair.a, b=pair.b, title=f"{pair.label_b} vs {pair.label_a}",
+                result,
+                html,
+                a=pair.a,
+                b=pair.b,
+                title=f"{pair.label_b} vs {pair.label_a}",
                 note=pair.note,
             )
             typer.echo(f"wrote {written}", err=True)
@@ -247,7 +252,9 @@ def _trend_table(points: list[TrendPoint], metric: str) -> Table:
             str(p.n),
             "–" if p.diff is None else f"{p.diff:+.4f}",
             "–" if p.p_value is None else f"{p.p_value:.4g}",
-            "REGRESSION" if p.regression else ("new series" if p.note and not p.baseline_id else ""),
+            "REGRESSION"
+            if p.regression
+            else ("new series" if p.note and not p.baseline_id else ""),
         )
     return table
 

@@ -436,7 +436,7 @@ def gate_command(
     """
     try:
         now = load_comparable(current)
-        base, notes = _gate_baseline(baseline, now, registry)
+        base, notes = _gate_baseline(baseline, now, registry, metric)
         result = gate(
             base,
             now,
@@ -467,7 +467,7 @@ def gate_command(
 
 
 def _gate_baseline(
-    baseline: str, current: Comparable, registry: Path | None
+    baseline: str, current: Comparable, registry: Path | None, metric: str | None
 ) -> tuple[Comparable, list[str]]:
     """The gate's baseline, a report file or a saved run, and notes for its warnings."""
     path = Path(baseline)
@@ -477,7 +477,7 @@ def _gate_baseline(
         return load_comparable(path), []
     if path.suffix.lower() == ".json":  # a report file that is not there, not a run ref
         raise CliError(f"baseline report file not found: {path}")
-    report, _, notes = registry_baseline(baseline, current, registry=registry)
+    report, _, notes = registry_baseline(baseline, current, registry=registry, metric=metric)
     return report, notes
 
 
