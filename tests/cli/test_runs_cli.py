@@ -199,6 +199,22 @@ def test_every_evaluation_command_saves(capsys: pytest.CaptureFixture[str], tmp_
     expected = evaluate_rag(samples, k_values=5)
     assert rag["metrics"]["token_f1"]["mean"] == pytest.approx(expected.metrics["token_f1"])
     assert rag["metrics"]["token_f1"]["n"] == 5
+    # scores streamed to a file are kept for the registry too, so two saved runs pair
+    out_file = tmp_path / "scores.jsonl"
+    ok(
+        capsys,
+        "eval",
+        str(tmp_path / "samples.jsonl"),
+        "--save",
+        "rag",
+        "--per-sample-out",
+        str(out_file),
+        *registry,
+    )
+    assert len(out_file.read_text(encoding="utf-8").splitlines()) == 5
+    diff = runs_json(capsys, tmp_path / "runs.sqlite", "diff", "rag~1", "rag", "-m", "token_f1")
+    want = compare(expected, expected, metric="token_f1")
+    assert (diff["n"], diff["mean_diff"], diff["p_value"]) == (5, want.mean_diff, want.p_value)
 
 
 def test_save_options_are_checked_before_scoring(

@@ -282,7 +282,13 @@ def eval_command(
             return
         report, judge_keys = judged
     else:
-        report = _plain_report(source, asked, k, prices, per_sample_out, keep_per_sample, embedding)
+        streamed = per_sample_out if saving is None else None  # a saved run keeps them all
+        report = _plain_report(source, asked, k, prices, streamed, keep_per_sample, embedding)
+        if per_sample_out is not None and streamed is None:
+            from ragmeter.io.scores import write_scores
+
+            write_scores(report, per_sample_out)
+            report.extra["per_sample_file"] = str(per_sample_out)
     _print_eval(report, source, judge_keys, cache_path)
     if saving is not None:
         saving.save(report)

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -90,6 +90,17 @@ def _main_metric(record: RunRecord) -> str | None:
 
 def _ci(low: float | None, high: float | None) -> str:
     return "–" if low is None or high is None else f"[{low:.4f}, {high:.4f}]"
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    """A setting as JSON, a long list shortened to its first items and its length."""
+    text = json.dumps(value)
+    if len(text) <= limit:
+        return text
+    if isinstance(value, list):
+        shown = json.dumps(value[:6])[:-1]
+        return f"{shown}, ...] ({len(value)} items; --json shows all)"
+    return text[:limit] + "... (--json shows all)"
 
 
 def _commit(record: RunRecord) -> str:
@@ -166,7 +177,7 @@ def show_command(ref: RefArg, as_json: JsonOpt = False, registry: RegistryOpt = 
         f"{data.entries} entries)"
     )
     out.append(f"  config       {record.config.digest[:16]}")
-    out.extend(f"    {k}: {json.dumps(v)}" for k, v in record.config.settings.items())
+    out.extend(f"    {k}: {_short(v)}" for k, v in record.config.settings.items())
     out.append(f"  scores       {record.scores_path} (sha256 {record.scores_sha256[:16]})")
     typer.echo("\n".join(out))
     table = Table(show_edge=False, pad_edge=False)
