@@ -148,6 +148,8 @@ def test_the_registry_comes_from_the_environment(
 ) -> None:
     registry = tmp_path / "env" / "runs.sqlite"
     monkeypatch.setenv("RAGMETER_REGISTRY", str(registry))
+    out, _ = ok(capsys, "runs", "list")
+    assert out.startswith("no saved runs in") and "--save NAME" in out
     _, err = ok(capsys, "retrieval", "--qrels", str(QRELS), "--run", str(BM25), "--save", "bm25")
     assert str(registry) in err
     out, _ = ok(capsys, "runs", "list", "--json")
@@ -264,6 +266,7 @@ def test_diff_gives_compare_s_numbers_on_the_two_reports(
         assert got["wins"] == want["wins"] and got["losses"] == want["losses"]
         assert got["regressed"] == want["regressed"] and got["improved"] == want["improved"]
         assert got["label_a"] == f"bm25@{first[:8]}" and got["label_b"] == f"bm25@{second[:8]}"
+        assert (got["run_a"], got["run_b"]) == (first, second)
         assert got["warnings"] == []
     text, _ = ok(capsys, "runs", "diff", first, second, "--registry", str(registry))
     assert "regressed most" in text and "p-value" in text and f"bm25@{second[:8]}" in text

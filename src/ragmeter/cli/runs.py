@@ -81,6 +81,16 @@ def _open(path: Path | None, *, write: bool = False) -> Registry:
     return Registry(path, read_only=not write)
 
 
+def _none_saved(reg: Registry, name: str | None, tag: str | None) -> str:
+    which = " ".join(
+        w for w in (f"named {name!r}" if name else "", f"tagged {tag!r}" if tag else "") if w
+    )
+    return (
+        f"no saved runs{' ' + which if which else ''} in {reg.path}; save one with "
+        "--save NAME (ragmeter retrieval, beir, eval, report, traces) or report.save(name=...)"
+    )
+
+
 def _main_metric(record: RunRecord) -> str | None:
     """The metric ``runs list`` shows: NDCG@10 for retrieval when saved, else the first."""
     if "ndcg@10" in record.metrics:
@@ -125,6 +135,9 @@ def list_command(
         records = reg.runs(name=name, tag=tag, limit=limit)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in records], indent=2))
+        return
+    if not records:
+        typer.echo(_none_saved(reg, name, tag))
         return
     table = Table(show_edge=False, pad_edge=False)
     for column in ("id", "name", "time (UTC)", "commit", "metric", "mean", "CI", "n", "pinned"):
@@ -244,7 +257,11 @@ def diff_command(
             typer.echo(f"wrote {written}", err=True)
     if pair.note is not None:
         _stderr().print(f"note: {pair.note}", markup=False)
-    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
+    if as_json:
+        runs = {"run_a": pair.record_a.id, "run_b": pair.record_b.id}
+        typer.echo(json.dumps({**runs, **result.to_dict()}, indent=2))
+        return
+    typer.echo(str(result))
 
 
 def _trend_table(points: list[TrendPoint], metric: str) -> Table:
@@ -283,9 +300,12 @@ def trend_command(
     html: HtmlOpt = None,
     registry: RegistryOpt = None,
 ) -> None:
-    """METRIC over the saved runs, oldest first; a significant drop against the previous
-    like-for-like run is a REGRESSION. --html draws it, each point linking to its run's
-    report (written beside it, in <stem>_runs/)."""
+    """METRIC over the saved runs, oldest first, with regressions marked.
+
+    Each run is paired, query by query, with the previous like-for-like run: a drop over
+    --max-drop that is significant (p < --alpha) is a REGRESSION. --html draws the trend,
+    each point linking to its run's report page (written beside it, in <stem>_runs/).
+    """
     from ragmeter.stats import trend
 
     with _refusals():
@@ -298,6 +318,9 @@ def trend_command(
             typer.echo(f"wrote {written} and {len(points)} run pages", err=True)
     if as_json:
         typer.echo(json.dumps([p.to_dict() for p in points], indent=2))
+        return
+    if not points:
+        typer.echo(_none_saved(reg, name, tag))
         return
     regressions = sum(p.regression for p in points)
     _print_table(
