@@ -345,6 +345,9 @@ def test_gate_against_the_pinned_run(
     (tmp_path / "changed.json").write_text(c.to_json(), encoding="utf-8")
     code, out, err = invoke(capsys, *gate, "--current", str(tmp_path / "changed.json"))
     assert code == 2 and out == "" and "not like for like" in err and "qrels changed" in err
+    # a report file that is not there is not taken for a run name
+    code, _, err = invoke(capsys, *gate[:2], "typo.json", "--current", str(tmp_path / "bm25.json"))
+    assert code == 2 and "baseline report file not found: typo.json" in err
     # unpinned, "pinned" names nothing
     ok(capsys, "runs", "unpin", "--registry", str(registry))
     code, _, err = invoke(capsys, *gate, "--current", str(tmp_path / "bm25.json"))

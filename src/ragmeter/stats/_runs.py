@@ -365,7 +365,8 @@ def registry_baseline(
             raise IncomparableRunsError(
                 f"the current report is not like for like with the baseline run "
                 f"{run_label(record)} ({ref!r}): {'; '.join(reasons)}. Score the current "
-                "system on the same data with the same settings, or pin a baseline that was"
+                "system on the same data with the same settings, or pin a baseline scored "
+                "the way the current report is (ragmeter runs pin REF)"
             )
         if dataset is None or record.dataset is None:
             notes.append(
