@@ -174,3 +174,27 @@ def test_assert_no_regression_reads_a_report_file(
     monkeypatch.setenv("RAGMETER_REGISTRY", str(tmp_path / "env.sqlite"))
     reports["bm25"].save(name="nightly")
     assert assert_no_regression("nightly", reports["bm25"]).passed
+
+
+def test_trend_tests_each_run_against_its_own_name(
+    registry: Registry, reports: dict[str, Any], tmp_path: Path
+) -> None:
+    """Runs of another name are another system: interleaved, they are not a baseline."""
+    from ragmeter.html import write_trend
+
+    first = reports["bm25"].save(name="bm25", registry=registry)
+    other = reports["weaker"].save(name="other", registry=registry)
+    third = reports["weaker"].save(name="bm25", registry=registry)
+    points = trend(registry, "ndcg@10")
+    assert [p.run_id for p in points] == [first.id, other.id, third.id]
+    assert points[1].baseline_id is None and points[1].note is None  # the first of its name
+    assert points[2].baseline_id == first.id and points[2].regression
+    page = write_trend(points, tmp_path / "trend.html", metric="ndcg@10", registry=registry)
+    html = page.read_text(encoding="utf-8")
+    # one colour per name, a legend naming both, no break (neither series was interrupted)
+    assert 'class="legend"' in html and ">bm25</span>" in html and ">other</span>" in html
+    assert html.count('class="line s0"') == 1 and 'class="pt s1"' in html
+    assert 'class="break"' not in html
+    assert sorted(p.name for p in (tmp_path / "trend_runs").iterdir()) == sorted(
+        f"{p.run_id}.html" for p in points
+    )

@@ -31,11 +31,20 @@ _L, _R, _T, _B = 56.0, 24.0, 16.0, 48.0
 CSS = """
 svg.trend { width: 100%; max-width: 1100px; height: auto; display: block;
   font: 11px system-ui, sans-serif; }
-svg.trend .band { fill: #0969da2e; stroke: none; }
-svg.trend .line { fill: none; stroke: #0969da; stroke-width: 1.6; }
-svg.trend .ci { stroke: #0969da; stroke-width: 1.2; }
-svg.trend circle.pt { fill: #0969da; stroke: #fff; stroke-width: 1.5; }
+svg.trend .band { stroke: none; }
+svg.trend .line { fill: none; stroke-width: 1.6; }
+svg.trend .ci { stroke-width: 1.2; }
+svg.trend circle.pt { stroke: #fff; stroke-width: 1.5; }
+svg.trend .s1 { --c: #bf8700; } svg.trend .s2 { --c: #1a7f37; } svg.trend .s3 { --c: #8250df; }
+svg.trend .s4 { --c: #bc4c00; } svg.trend .s5 { --c: #57606a; }
+svg.trend .line, svg.trend .ci { stroke: var(--c, #0969da); }
+svg.trend .band { fill: var(--c, #0969da); fill-opacity: .18; }
+svg.trend circle.pt { fill: var(--c, #0969da); }
 svg.trend circle.pt.regression { fill: #cf222e; }
+.legend i.sw { display: inline-block; width: 14px; height: 4px; margin-right: 5px;
+  vertical-align: middle; background: var(--c, #0969da); }
+.legend .s1 { --c: #bf8700; } .legend .s2 { --c: #1a7f37; } .legend .s3 { --c: #8250df; }
+.legend .s4 { --c: #bc4c00; } .legend .s5 { --c: #57606a; }
 svg.trend circle.pt.pinned { stroke: #1f2328; stroke-width: 2.5; }
 svg.trend a:hover circle.pt { stroke: #000; }
 svg.trend .mark { fill: #cf222e; text-anchor: middle; font-size: 13px; font-weight: 700; }
@@ -59,24 +68,36 @@ def _v(x: float | None) -> str:
     return "–" if x is None else f"{x:.4f}"
 
 
-def _breaks(points: Sequence[TrendPoint]) -> list[bool]:
-    """Whether each point starts a new like-for-like series (it was tested against no
-    earlier run, or against one that is not the point just before it)."""
-    out = []
-    for i, p in enumerate(points):
-        before = points[i - 1].run_id if i else None
-        out.append(i > 0 and p.baseline_id != before)
-    return out
+def _names(points: Sequence[TrendPoint]) -> list[str]:
+    """The run names, in the order they first appear (each gets its own colour)."""
+    return list(dict.fromkeys(p.name for p in points))
 
 
 def _series(points: Sequence[TrendPoint]) -> list[list[int]]:
-    """Runs of consecutive point indices that are like for like (joined by line and band)."""
+    """Per run name, its point indices split into like-for-like series (joined by a line
+    and a band): a point starts a new series unless it was tested against the point of
+    its name just before it."""
     groups: list[list[int]] = []
-    for i, starts in enumerate(_breaks(points)):
-        if not groups or starts:
-            groups.append([])
-        groups[-1].append(i)
+    last: dict[str, int] = {}
+    open_group: dict[str, list[int]] = {}
+    for i, p in enumerate(points):
+        before = last.get(p.name)
+        if before is None or p.baseline_id != points[before].run_id:
+            open_group[p.name] = []
+            groups.append(open_group[p.name])
+        open_group[p.name].append(i)
+        last[p.name] = i
     return groups
+
+
+def _breaks(points: Sequence[TrendPoint]) -> list[int]:
+    """The points that start a new series of a name seen before: the data or settings
+    changed there."""
+    return [
+        g[0]
+        for g in _series(points)
+        if any(points[j].name == points[g[0]].name for j in range(g[0]))
+    ]
 
 
 def _point_title(p: TrendPoint, metric: str) -> str:
@@ -144,19 +165,21 @@ def _plot(points: Sequence[TrendPoint], metric: str, links: Mapping[str, str]) -
             f'y2="{_n(y(t))}"/><text class="tick y" x="{_n(_L - 6)}" y="{_n(y(t) + 4)}">'
             f"{t:.3g}</text>"
         )
+    names = _names(points)
     for group in _series(points):
+        colour = f"s{names.index(points[group[0]].name) % 6}"
         with_ci = [i for i in group if points[i].ci is not None]
         if len(with_ci) > 1:
             upper = " ".join(f"{_n(x(i))},{_n(y(points[i].ci_high or 0.0))}" for i in with_ci)
             lower = " ".join(
                 f"{_n(x(i))},{_n(y(points[i].ci_low or 0.0))}" for i in reversed(with_ci)
             )
-            parts.append(f'<polygon class="band" points="{upper} {lower}"/>')
+            parts.append(f'<polygon class="band {colour}" points="{upper} {lower}"/>')
         if len(group) > 1:
             line = " ".join(f"{_n(x(i))},{_n(y(points[i].mean))}" for i in group)
-            parts.append(f'<polyline class="line" points="{line}"/>')
-    for i, starts in enumerate(_breaks(points)):
-        if starts:
+            parts.append(f'<polyline class="line {colour}" points="{line}"/>')
+    for i in _breaks(points):
+        if i:
             xb = (x(i - 1) + x(i)) / 2
             parts.append(
                 f'<line class="break" x1="{_n(xb)}" y1="{_n(_T)}" x2="{_n(xb)}" '
@@ -183,15 +206,18 @@ def _marks(
     """Per run: its interval bar, its linked point, a regression mark and the date tick."""
     label_every = max(1, len(points) // 16)
     when = _time_format(points)
+    names = _names(points)
     parts: list[str] = []
     for i, p in enumerate(points):
         cx, cy = x(i), y(p.mean)
+        colour = f"s{names.index(p.name) % 6}"
         if p.ci is not None:
             parts.append(
-                f'<line class="ci" x1="{_n(cx)}" y1="{_n(y(p.ci[0]))}" x2="{_n(cx)}" '
+                f'<line class="ci {colour}" x1="{_n(cx)}" y1="{_n(y(p.ci[0]))}" x2="{_n(cx)}" '
                 f'y2="{_n(y(p.ci[1]))}"/>'
             )
-        classes = "pt" + (" regression" if p.regression else "") + (" pinned" if p.pinned else "")
+        classes = f"pt {colour}" + (" regression" if p.regression else "")
+        classes += " pinned" if p.pinned else ""
         radius = 5.5 if p.regression else 4.5
         circle = (
             f'<circle class="{classes}" cx="{_n(cx)}" cy="{_n(cy)}" r="{radius}"'
@@ -254,7 +280,7 @@ def render_trend(
     """The whole trend page as one string; ``links`` maps a run id to its page's URL."""
     heading = title or f"ragmeter trend: {metric}"
     regressions = sum(p.regression for p in points)
-    names = sorted({p.name for p in points})
+    names = _names(points)
     context = subtitle or (
         f"{len(points)} saved runs of {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
         f"; {regressions} regression{'s' if regressions != 1 else ''} (a significant drop "
@@ -266,8 +292,14 @@ def render_trend(
         "bar and the shaded band are its confidence interval. Red ▼: a regression. A dashed "
         "rule: the data or settings changed, so the runs on either side are not compared. A "
         "regression is judged by a paired test, query by query, against the previous "
-        "like-for-like run, so it can show while the two bands overlap.</p>"
+        "like-for-like run of its name, so it can show while the two bands overlap.</p>"
     )
+    if len(names) > 1:
+        swatches = "".join(
+            f'<span class="s{i % 6}"><i class="sw"></i>{escape(n)}</span>'
+            for i, n in enumerate(names)
+        )
+        legend = f'<p class="legend">{swatches}</p>' + legend
     body = (
         f'<section class="card" id="trend"><h2>{escape(metric)} over runs</h2>'
         f"{_plot(points, metric, links)}{legend}</section>"

@@ -23,7 +23,8 @@ class TrendPoint:
 
     ``ci_low``/``ci_high`` is the run's own confidence interval of the mean, as the
     registry stored it; ``n`` the queries (samples) it averages. ``baseline_id`` is the
-    previous comparable run the point was tested against (``None``: none before it),
+    previous comparable run of the same name the point was tested against (``None``:
+    none before it),
     ``diff`` its mean minus that run's, ``p_value`` the paired test's. ``regression`` is
     ``True`` when the mean got worse (in the metric's direction) by more than the trend's
     ``max_drop`` and the paired test finds it significant (``p_value < alpha``): the rule
@@ -104,10 +105,12 @@ def trend(
 
     The runs are the registry's (only those named ``name`` or tagged ``tag``, when given)
     that have ``metric``. Each point is paired, query by query, with the nearest earlier
-    run it is like for like with (same dataset and config fingerprints); a significant
-    drop by more than ``max_drop`` marks it a ``regression`` (see :class:`TrendPoint`).
-    A run that is like for like with no earlier one starts a new series and is not
-    tested; its ``note`` says what differs from the run before it.
+    run *of the same name* it is like for like with (same dataset and config
+    fingerprints; runs of other names are other systems, not an earlier state of this
+    one); a significant drop by more than ``max_drop`` marks it a ``regression`` (see
+    :class:`TrendPoint`). A run that is like for like with no earlier run of its name
+    starts a new series and is not tested; its ``note`` says what differs from the run of
+    its name before it.
     """
     if not isinstance(metric, str) or not metric:
         raise InvalidInputError(f"metric must be a metric key such as 'ndcg@10', got {metric!r}")
@@ -134,7 +137,8 @@ def trend(
             git_commit=record.git_commit,
             pinned=record.pinned,
         )
-        before, note = _previous_comparable(reg, records[:i], record, metric)
+        same_name = [r for r in records[:i] if r.name == record.name]
+        before, note = _previous_comparable(reg, same_name, record, metric)
         if before is not None:
             result = compare(
                 report_of(before),
