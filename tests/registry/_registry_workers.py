@@ -25,7 +25,8 @@ def save_many(path: str, worker: int, count: int) -> list[str]:
     ids = []
     for i in range(count):
         with Registry(path) as registry:
-            record = registry.save(made, name=f"w{worker}", tags={"worker": str(worker), "i": str(i)})
+            tags = {"worker": str(worker), "i": str(i)}
+            record = registry.save(made, name=f"w{worker}", tags=tags)
         ids.append(record.id)
     return ids
 

@@ -18,7 +18,7 @@ import pytest
 from ragmeter.registry import Registry
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _registry_workers as workers  # noqa: E402
+import _registry_workers as workers
 
 WORKERS = 8
 SAVES = 50
