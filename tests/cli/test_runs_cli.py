@@ -442,3 +442,84 @@ def test_a_corrupt_or_foreign_registry_exits_2_naming_the_file(
             str(path),
         )
         assert code == 2 and str(path) in err
+
+
+# --------------------------------------------------------------------------- read-only
+
+# everything the commands import is imported first: the interpreter's own files may not be
+# readable by the unprivileged user
+READ_ONLY_CHILD = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import numpy, urllib.parse
+import ragmeter.evaluation.retrieval, ragmeter.html, ragmeter.io.trec, ragmeter.registry
+import ragmeter.stats
+from ragmeter import cli
+from ragmeter.evaluation.retrieval import evaluate_run_file
+from ragmeter.io import read_qrels
+os.setgid(65534)
+os.setuid(65534)
+print(json.dumps(cli.run(sys.argv[2:])))
+"""
+
+
+def test_a_read_only_registry_is_listed_diffed_and_trended_but_not_changed(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    """As an ordinary user (root ignores file modes) on a registry whose file and folder
+    are not writable: list, show, diff and trend work; pin, rm and --save exit 2 saying
+    the registry is read-only."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    if os.geteuid() != 0 or not hasattr(os, "setuid"):  # pragma: no cover
+        pytest.skip("needs os.setuid to test as an ordinary user")
+    root = Path(tempfile.mkdtemp(prefix="ragmeter-cli-ro-"))
+    try:
+        root.chmod(0o755)
+        folder = root / "reg"
+        registry = folder / "runs.sqlite"
+        save(capsys, registry, "bm25", BM25)
+        save(capsys, registry, "bm25", files["weaker"])
+        weaker = root / "weaker.run"
+        shutil.copy(files["weaker"], weaker)
+        weaker.chmod(0o444)
+        for p in [registry, *(folder / "scores").iterdir()]:
+            p.chmod(0o444)
+        (folder / "scores").chmod(0o555)
+        folder.chmod(0o555)
+        src = str(Path(cli.__file__).resolve().parents[2])
+
+        def child(*args: str) -> tuple[int, str, str]:
+            done = subprocess.run(
+                [sys.executable, "-c", READ_ONLY_CHILD, src, *args, "--registry", str(registry)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=root,
+            )
+            *lines, code = done.stdout.strip().splitlines()
+            return int(code), "\n".join(lines), done.stderr
+
+        code, out, err = child("runs", "list", "--json")
+        assert code == 0, err
+        assert [r["name"] for r in json.loads(out)] == ["bm25", "bm25"]
+        code, out, err = child("runs", "diff", "bm25~1", "bm25", "--json")
+        assert code == 0 and json.loads(out)["mean_diff"] < 0, err
+        code, out, err = child("runs", "trend", "ndcg@10", "--json")
+        assert code == 0 and [p["regression"] for p in json.loads(out)] == [False, True], err
+        for args in (
+            ("runs", "pin", "bm25"),
+            ("runs", "rm", "bm25"),
+            ("retrieval", "--qrels", str(QRELS), "--run", str(weaker), "--save", "x"),
+        ):
+            code, _, err = child(*args)
+            assert code == 2 and "read-only" in err and str(registry) in err, (args, err)
+    finally:
+        for p in [root, *root.rglob("*")]:
+            if p.is_dir():
+                p.chmod(0o755)
+        shutil.rmtree(root)
