@@ -184,7 +184,7 @@ def show_command(ref: RefArg, as_json: JsonOpt = False, registry: RegistryOpt = 
         out.append(f"  tokens/cost  {record.tokens} / {record.cost}")
     data = record.dataset
     out.append(
-        "  dataset      none (a report made by hand)"
+        "  dataset      none (a report made by hand, or by an older ragmeter)"
         if data is None
         else f"  dataset      {data.kind} {data.digest[:16]} ({data.items} items, "
         f"{data.entries} entries)"
