@@ -25,7 +25,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "records": frozenset({"schema", "spans", "aggregate"}),
     "metrics": frozenset({"metrics", "judge", "embed"}),
     "formats": frozenset({"io", "datasets"}),
-    "reports": frozenset({"report"}),
+    "reports": frozenset({"report", "registry"}),
     "drivers": frozenset({"evaluation"}),
     "results": frozenset({"stats", "stages"}),
     "surfaces": frozenset(

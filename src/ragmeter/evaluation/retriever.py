@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from ragmeter._types import DEFAULT_K_VALUES, MissingQueries, Qrels
@@ -27,7 +28,7 @@ from ragmeter.evaluation._checks import (
 )
 from ragmeter.evaluation.run import evaluate_run
 from ragmeter.metrics.registry import BUILTIN_METRICS
-from ragmeter.report import RetrievalEvalReport, WarningLog
+from ragmeter.report import DatasetFingerprint, RetrievalEvalReport, WarningLog
 from ragmeter.schema import RagSample
 
 __all__ = ["dedupe_best_rank", "evaluate_retrieval"]
@@ -208,7 +209,7 @@ def evaluate_retrieval(
             "no judged query could be run: none has both a relevant judgement in qrels and a "
             "text in queries (are the ids the same strings in both?)"
         )
-    return evaluate_run(
+    report = evaluate_run(
         judged,
         run,
         k_values=ks,
@@ -220,3 +221,5 @@ def evaluate_retrieval(
         judged_only=judged_only,
         judged_threshold=judged_threshold,
     )
+    report.set_dataset_fingerprint(partial(DatasetFingerprint.of_qrels, qrels, queries))
+    return report

@@ -21,6 +21,7 @@ Every retrieval number ragmeter reports is computed under trec_eval's convention
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from ragmeter._types import DEFAULT_K_VALUES, MissingQueries, Qrels, RunLike
@@ -36,7 +37,7 @@ from ragmeter.evaluation._checks import (
 )
 from ragmeter.evaluation.scoring import plan_run, score_run
 from ragmeter.metrics.registry import BUILTIN_METRICS
-from ragmeter.report import RetrievalEvalReport, WarningLog
+from ragmeter.report import DatasetFingerprint, RetrievalEvalReport, WarningLog
 
 __all__ = ["evaluate_run", "per_query"]
 
@@ -167,14 +168,17 @@ def _measures_report(
 
     log = warnings if warnings is not None else WarningLog()
     log_read_notes(log, qrels, run)
-    return evaluate_measures(
-        str_keys(qrels, "qrels"),
+    qrels = str_keys(qrels, "qrels")
+    report = evaluate_measures(
+        qrels,
         str_keys(run, "run"),
         measures,
         options,
         per_query=per_query,
         warnings=log,
     )
+    report.set_dataset_fingerprint(functools.partial(DatasetFingerprint.of_qrels, qrels))
+    return report
 
 
 def per_query(

@@ -23,6 +23,7 @@ custom metrics that fail) hold the same way, with the same messages, whatever th
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from array import array
@@ -61,7 +62,13 @@ from ragmeter.metrics._kernel import (
     score_query,
 )
 from ragmeter.metrics.registry import RetrievalMetric, _Builtin
-from ragmeter.report import UNJUDGED_JUDGED_ONLY, Conventions, RetrievalEvalReport, WarningLog
+from ragmeter.report import (
+    UNJUDGED_JUDGED_ONLY,
+    Conventions,
+    DatasetFingerprint,
+    RetrievalEvalReport,
+    WarningLog,
+)
 
 __all__ = [
     "JUDGED",
@@ -472,7 +479,7 @@ def finish_report(
     else:
         warn_unjudged(log, judged, plan.qrels, plan.level)
     unjudged = {"unjudged": UNJUDGED_JUDGED_ONLY} if plan.options.judged_only else {}
-    return RetrievalEvalReport(
+    report = RetrievalEvalReport(
         metrics=means,
         per_query=per_q,
         n_queries=n,
@@ -485,6 +492,8 @@ def finish_report(
         distributions={key: dists[key] for key in ordered} if dists else {},
         judged=judged,
     )
+    report.set_dataset_fingerprint(functools.partial(DatasetFingerprint.of_qrels, plan.qrels))
+    return report
 
 
 def _kept_means(

@@ -6,7 +6,8 @@ carry means, per-item scores for drill-down, and the :class:`Conventions` they w
 computed under, and render as text, markdown, JSON or a pandas frame.
 
 One idea per module: ``_summary`` (a metric's distribution), ``_records`` (conventions,
-judged counts and warnings), ``_json`` (the JSON written row by row), ``_base`` (what both
+judged counts and warnings), ``_fingerprint`` (what a report was scored on and
+under which settings), ``_json`` (the JSON written row by row), ``_base`` (what both
 reports share), ``_retrieval`` and ``_rag`` (the two reports), ``_html`` (their deprecated
 ``to_html``).
 """
@@ -14,6 +15,12 @@ reports share), ``_retrieval`` and ``_rag`` (the two reports), ``_html`` (their 
 from __future__ import annotations
 
 from ragmeter.aggregate import PERCENTILES as PERCENTILES  # re-exported (was defined here)
+from ragmeter.report._fingerprint import (
+    METRIC_DEFINITIONS,
+    ConfigFingerprint,
+    DatasetFingerprint,
+    SampleDigests,
+)
 from ragmeter.report._rag import RagEvalReport
 from ragmeter.report._records import (
     UNJUDGED_JUDGED_ONLY,
@@ -26,12 +33,16 @@ from ragmeter.report._retrieval import RetrievalEvalReport
 from ragmeter.report._summary import DistributionSummary
 
 __all__ = [
+    "METRIC_DEFINITIONS",
     "UNJUDGED_JUDGED_ONLY",
     "UNJUDGED_NON_RELEVANT",
+    "ConfigFingerprint",
     "Conventions",
+    "DatasetFingerprint",
     "DistributionSummary",
     "JudgedShare",
     "RagEvalReport",
     "RetrievalEvalReport",
+    "SampleDigests",
     "WarningLog",
 ]

@@ -6,13 +6,17 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import IO, TYPE_CHECKING, Any, overload
 
 from ragmeter.errors import InvalidInputError
+from ragmeter.report._fingerprint import ConfigFingerprint, DatasetFingerprint
 from ragmeter.report._json import _Rows, _write_json
 from ragmeter.report._summary import DistributionSummary
+
+if TYPE_CHECKING:
+    from ragmeter.registry import Registry, RunRecord
 
 
 def _finite(value: Any, where: str) -> float:
@@ -32,6 +36,76 @@ def _fmt(v: float | None) -> str:
 
 class _ReportBase:
     """Rendering shared by both report types; subclasses provide the rows."""
+
+    _truth: DatasetFingerprint | Callable[[], DatasetFingerprint] | None = None
+    """The dataset fingerprint, or what computes it on first access (set by the driver)."""
+    _config_loaded: ConfigFingerprint | None = None
+    """The config fingerprint read back by ``from_dict`` (kept: the settings it was made
+    under, e.g. an older metric-definition version, are not this ragmeter's)."""
+
+    def set_dataset_fingerprint(
+        self, fingerprint: DatasetFingerprint | Callable[[], DatasetFingerprint] | None
+    ) -> None:
+        """Set what :attr:`dataset_fingerprint` returns: a fingerprint, or a function that
+        computes it when first asked for (the drivers hand the qrels or samples this way,
+        so scoring pays nothing for it; the ground truth must not change in between)."""
+        self._truth = fingerprint
+
+    @property
+    def dataset_fingerprint(self) -> DatasetFingerprint | None:
+        """The :class:`~ragmeter.report.DatasetFingerprint` of the qrels (samples) this
+        report was scored against; ``None`` for a report made by hand."""
+        truth = self._truth
+        if truth is None or isinstance(truth, DatasetFingerprint):
+            return truth
+        made = truth()
+        self._truth = made
+        return made
+
+    @property
+    def config_fingerprint(self) -> ConfigFingerprint:
+        """The :class:`~ragmeter.report.ConfigFingerprint` of the settings behind the
+        numbers (metric keys, cut-offs, conventions, metric-definition version, judge)."""
+        if self._config_loaded is not None:
+            return self._config_loaded
+        return ConfigFingerprint.of(self._config_settings())
+
+    def _config_settings(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _fingerprints(self) -> dict[str, Any]:
+        dataset = self.dataset_fingerprint
+        return {
+            "dataset": None if dataset is None else dataset.to_dict(),
+            "config": self.config_fingerprint.to_dict(),
+        }
+
+    def _load_fingerprints(self, data: Mapping[str, Any]) -> None:
+        """Take the ``"fingerprints"`` of :meth:`to_dict` output back (``from_dict``)."""
+        found = data.get("fingerprints") or {}
+        if found.get("dataset"):
+            self._truth = DatasetFingerprint.from_dict(found["dataset"])
+        if found.get("config"):
+            self._config_loaded = ConfigFingerprint.from_dict(found["config"])
+
+    def save(
+        self,
+        name: str,
+        *,
+        tags: Mapping[str, str] | Sequence[str] | None = None,
+        note: str | None = None,
+        registry: Registry | str | os.PathLike[str] | None = None,
+    ) -> RunRecord:
+        """Save this report as a run named ``name`` in a :class:`~ragmeter.registry.Registry`
+        (``registry``: one, or its path; default ``$RAGMETER_REGISTRY``, else
+        ``./.ragmeter/runs.sqlite``) and return its :class:`~ragmeter.registry.RunRecord`."""
+        from ragmeter.registry import Registry
+
+        report: Any = self  # a RetrievalEvalReport or RagEvalReport
+        if isinstance(registry, Registry):
+            return registry.save(report, name=name, tags=tags, note=note)
+        with Registry(registry) as target:
+            return target.save(report, name=name, tags=tags, note=note)
 
     def _summary_rows(self) -> list[tuple[str, DistributionSummary]]:
         raise NotImplementedError

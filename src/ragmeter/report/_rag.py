@@ -15,6 +15,7 @@ from ragmeter.aggregate import Distribution
 from ragmeter.errors import MissingDependencyError
 from ragmeter.report import _html
 from ragmeter.report._base import _finite, _fmt, _ReportBase
+from ragmeter.report._fingerprint import METRIC_DEFINITIONS
 from ragmeter.report._json import _Rows
 from ragmeter.report._summary import DistributionSummary, _loaded_summaries, _Summaries
 
@@ -110,6 +111,17 @@ class RagEvalReport(_ReportBase):
         yield "skipped_lines", self.skipped_lines
         yield "warnings", list(self.warnings)
         yield "extra", dict(self.extra)
+        yield "fingerprints", self._fingerprints()
+
+    def _config_settings(self) -> dict[str, Any]:
+        """The metric keys, their cut-offs, the judges' and embedders' identities (as the
+        drivers record them in ``extra``) and the metric-definition version."""
+        settings: dict[str, Any] = {"kind": "rag", "metrics": sorted(self.metrics)}
+        for key in ("k", "judges", "embedders"):
+            if self.extra.get(key) is not None:
+                settings[key] = self.extra[key]
+        settings["metric_definitions"] = METRIC_DEFINITIONS
+        return settings
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RagEvalReport:
@@ -133,6 +145,7 @@ class RagEvalReport(_ReportBase):
         )
         if not report.per_sample:
             report._loaded = _loaded_summaries(data)
+        report._load_fingerprints(data)
         return report
 
     def to_pandas(self) -> Any:

@@ -17,6 +17,7 @@ from ragmeter.aggregate import Distribution
 from ragmeter.errors import MissingDependencyError
 from ragmeter.report import _html
 from ragmeter.report._base import _finite, _fmt, _ReportBase
+from ragmeter.report._fingerprint import METRIC_DEFINITIONS
 from ragmeter.report._json import _Rows
 from ragmeter.report._records import Conventions, JudgedShare
 from ragmeter.report._summary import DistributionSummary, _loaded_summaries, _Summaries
@@ -138,6 +139,20 @@ class RetrievalEvalReport(_ReportBase):
         yield "judged", None if self.judged is None else self.judged.to_dict()
         yield "judged_per_query", _Rows(self.judged.per_query if self.judged else {})
         yield "extra", dict(self.extra)
+        yield "fingerprints", self._fingerprints()
+
+    def _config_settings(self) -> dict[str, Any]:
+        conventions = self.conventions.to_dict()
+        conventions.pop("ragmeter_version", None)
+        measures = self.extra.get("measures")
+        return {
+            "kind": "retrieval",
+            "metrics": sorted(self.metrics),
+            "k_values": sorted(self.k_values),
+            **conventions,
+            **({"measures": measures} if measures is not None else {}),
+            "metric_definitions": METRIC_DEFINITIONS,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RetrievalEvalReport:
@@ -162,6 +177,7 @@ class RetrievalEvalReport(_ReportBase):
         )
         if not report.per_query:
             report._loaded = _loaded_summaries(data)
+        report._load_fingerprints(data)
         return report
 
     def to_pandas(self) -> Any:
