@@ -30,6 +30,17 @@ def test_a_scorer_without_mlflow_names_the_pip_command() -> None:
     assert done.stdout.strip() == EXPECTED
 
 
+def test_log_report_without_mlflow_names_the_pip_command() -> None:
+    done = _run(
+        "from ragmeter.mlflow import log_report\n"
+        "from ragmeter.report import RetrievalEvalReport\n"
+        "report = RetrievalEvalReport(metrics={'map': 0.5}, per_query={}, n_queries=2,"
+        " k_values=())\n" + _raises("log_report(report)")
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == EXPECTED
+
+
 def test_importing_ragmeter_mlflow_loads_no_mlflow() -> None:
     done = _run(
         "del sys.modules['mlflow']\n"

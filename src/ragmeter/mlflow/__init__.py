@@ -10,16 +10,18 @@ scoring a row as :func:`ragmeter.evaluate_rag` scores the same sample.
 
 Importing this package needs no MLflow; logging and making a scorer do
 (``pip install 'ragmeter[mlflow]'``: ``mlflow-skinny`` with SQLAlchemy and Alembic for a
-local ``sqlite:///`` tracking store, and pandas for tables and ``mlflow.genai.evaluate``).
+local ``sqlite:///`` tracking store, and pandas for ``mlflow.genai.evaluate``).
 
-One idea per module: ``_names`` (ragmeter keys as MLflow names), ``_sample`` (an evaluation
-row as a sample), ``_scorer`` (the scorer class) and ``scorers`` (one scorer per metric).
+One idea per module: ``_names`` (ragmeter keys as MLflow names), ``_log`` (a report logged
+to a run), ``_sample`` (an evaluation row as a sample), ``_scorer`` (the scorer class) and
+``scorers`` (one scorer per metric).
 """
 
 from __future__ import annotations
 
 from ragmeter.mlflow import scorers
+from ragmeter.mlflow._log import LogPlan, log_report, plan_report
 from ragmeter.mlflow._names import metric_name
 from ragmeter.mlflow._sample import row_sample
 
-__all__ = ["metric_name", "row_sample", "scorers"]
+__all__ = ["LogPlan", "log_report", "metric_name", "plan_report", "row_sample", "scorers"]
