@@ -24,12 +24,16 @@ import mlflow  # after the telemetry switch
 
 @pytest.fixture(scope="module")
 def tracking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh sqlite tracking store (its folder); the tracking URI is put back after."""
+    """A fresh sqlite tracking store (its folder), also the working directory (an experiment
+    made without an artifact location keeps its artifacts in ``./mlruns``); both are put back
+    after."""
     folder = tmp_path_factory.mktemp("mlflow")
     before = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
     try:
-        yield folder
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(folder)
+            yield folder
     finally:
         while mlflow.active_run() is not None:
             mlflow.end_run()

@@ -10,6 +10,8 @@ from pathlib import Path
 import mlflow
 import pytest
 
+pytestmark = pytest.mark.slow  # a real MLflow store: ~8 s to create its tables
+
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "mlflow.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC, flags=re.S)
 

@@ -21,6 +21,8 @@ from ragmeter.io import read_beir_qrels, read_trec_run
 from ragmeter.mlflow import log_report, metric_name
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
+pytestmark = pytest.mark.slow  # a real MLflow store: ~8 s to create its tables
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 CRANFIELD = DATA / "cranfield_beir"
 TREC_EVAL = json.loads((CRANFIELD / "bm25.expected.fullprec.json").read_text())
@@ -205,6 +207,17 @@ def test_two_reports_in_one_run_under_prefixes(experiment: str, bm25: RetrievalE
     }
     with pytest.raises(InvalidInputError, match=r"already has other values.*pass prefix="):
         log_report(other, run_id=run_id, prefix="dev/")
+
+
+def test_a_run_started_in_a_named_experiment(tracking: Path, bm25: RetrievalEvalReport) -> None:
+    run_id = log_report(bm25, experiment="ragmeter-nightly", run_name="bm25 nightly")
+    run = MlflowClient().get_run(run_id)
+    found = mlflow.get_experiment_by_name("ragmeter-nightly")
+    assert found is not None and run.info.experiment_id == found.experiment_id
+    assert (run.info.run_name, run.info.status) == ("bm25 nightly", "FINISHED")
+    assert mlflow.active_run() is None  # the run it started is ended
+    again = log_report(bm25, experiment="ragmeter-nightly")  # the experiment is reused
+    assert MlflowClient().get_run(again).info.experiment_id == found.experiment_id
 
 
 def test_a_report_made_by_hand(experiment: str) -> None:

@@ -24,6 +24,8 @@ from ragmeter import evaluate_rag
 from ragmeter.errors import InvalidInputError, UnknownMetricError
 from ragmeter.mlflow import row_sample, scorers
 
+pytestmark = pytest.mark.slow  # a real MLflow store: ~8 s to create its tables
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "squad" / "small.json"
 K = 3
 _WORD = re.compile(r"\w+")
@@ -221,3 +223,46 @@ def test_bad_scorer_arguments_are_refused() -> None:
         scorers.ndcg(k=0)
     with pytest.raises(InvalidInputError, match="cost_usd needs token prices"):
         scorers.scorer("cost_usd")
+
+
+@mlflow.trace(span_type=SpanType.RETRIEVER)
+def _inner(question: str) -> list[dict[str, Any]]:
+    return [{"page_content": "nested, not counted", "metadata": {"doc_uri": "x9"}}]
+
+
+@mlflow.trace(span_type=SpanType.RETRIEVER)
+def _dense(question: str) -> list[dict[str, Any]]:
+    _inner(question)  # a retriever under a retriever: its documents are the outer one's input
+    return [{"page_content": PARAGRAPHS["p1"], "metadata": {"doc_uri": "p1"}}]
+
+
+@mlflow.trace(span_type=SpanType.RETRIEVER)
+def _sparse(question: str) -> list[dict[str, Any]]:
+    return [{"page_content": PARAGRAPHS["p0"], "metadata": {"doc_uri": "p0"}}, {"text": "no id"}]
+
+
+@mlflow.trace
+def _two_retrievers(question: str) -> str:
+    _dense(question)
+    _sparse(question)
+    return "the Normans"
+
+
+def test_the_top_level_retriever_spans_of_a_real_trace(experiment: str) -> None:
+    _two_retrievers("Who were the Normans?")
+    trace = mlflow.get_trace(mlflow.get_last_active_trace_id())
+    assert trace is not None
+    s = row_sample(
+        inputs={"question": "Who were the Normans?"},
+        outputs="the Normans",
+        expectations={"expected_retrieved_context": [{"doc_uri": "p0"}]},
+        trace=trace,
+    )
+    # both top-level retrievers in the order they ran; the nested one left out
+    assert s.retrieved_contexts == [PARAGRAPHS["p1"], PARAGRAPHS["p0"], "no id"]
+    assert s.retrieved_ids is None  # one document has no doc_uri: no ranking to score
+    assert s.id == trace.info.trace_id and s.latency_ms is not None
+    gold = {"expected_retrieved_context": [{"doc_uri": "p0"}]}
+    assert scorers.ndcg(k=3)(trace=trace, expectations=gold) is None
+    faithful = scorers.faithfulness()(outputs="the Normans", trace=trace)
+    assert faithful == evaluate_rag([s], metrics=["faithfulness"]).per_sample[s.id]["faithfulness"]
