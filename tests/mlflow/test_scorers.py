@@ -206,6 +206,7 @@ def test_rows_in_mlflows_other_shapes() -> None:
     s = row_sample(inputs=chat, outputs=answer, expectations={"relevance": {"d1": 2}})
     assert (s.user_input, s.response, s.relevance) == ("Who?", "Rollo", {"d1": 2.0})
     assert row_sample(outputs={"answer": "x", "n": 1}).response == "x"
+    assert row_sample(inputs={"a": 1, "b": [2]}).user_input == '{"a": 1, "b": [2]}'
     with pytest.raises(InvalidInputError, match=r"cannot read the row's outputs as text.*answer"):
         row_sample(outputs={"n": 1})
     with pytest.raises(InvalidInputError, match=r"expected_response.*list of strings"):

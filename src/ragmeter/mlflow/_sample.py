@@ -7,7 +7,8 @@ They become the sample's fields the way MLflow's own built-in scorers read them:
   ``"messages"`` (chat: the last message's ``content``), an OpenAI ``"choices"`` list, or
   one of the keys ``question``/``query``/``input``/``request``/``user_input`` (inputs),
   ``response``/``answer``/``output``/``content``/``text`` (outputs), or its only value when
-  that is a string.
+  that is a string. Other ``inputs`` become their JSON text (no deterministic metric reads
+  the question); other ``outputs`` are refused, naming the keys looked for.
 * ``reference`` (several: ``references``) from ``expectations["expected_response"]``
   (a string or a list of strings); ragmeter's own ``reference``/``references`` keys work too.
 * ``retrieved_contexts`` and ``retrieved_ids``: the documents of the trace's top-level
@@ -59,7 +60,8 @@ def _message_text(value: Mapping[str, Any]) -> str | None:
 
 
 def _text(value: Any, keys: tuple[str, ...], what: str) -> str | None:
-    """``value`` (a row's inputs or outputs) as text; see the module docstring."""
+    """``value`` (a row's outputs) as text, or :class:`InvalidInputError`; see the module
+    docstring."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, Mapping):
@@ -79,6 +81,13 @@ def _text(value: Any, keys: tuple[str, ...], what: str) -> str | None:
         f"cannot read the row's {what} as text: got {type(value).__name__} {shown}; pass a "
         f"string, a chat dict with 'messages', or a dict with one of the keys {', '.join(keys)}"
     )
+
+
+def _question(inputs: Any) -> str | None:
+    try:
+        return _text(inputs, _INPUT_KEYS, "inputs")
+    except InvalidInputError:
+        return json.dumps(inputs, default=str, sort_keys=True)
 
 
 def _strings(value: Any, where: str) -> list[str]:
@@ -201,7 +210,7 @@ def row_sample(
     """
     fields: dict[str, Any] = {
         "id": str(trace.info.trace_id) if trace is not None else "mlflow-row",
-        "user_input": _text(inputs, _INPUT_KEYS, "inputs"),
+        "user_input": _question(inputs),
         "response": _text(outputs, _OUTPUT_KEYS, "outputs"),
     }
     if expectations:
