@@ -15,7 +15,7 @@ import pytest
 import scipy.stats
 from mlflow.tracking import MlflowClient
 
-from ragmeter import evaluate_rag, evaluate_run
+from ragmeter import evaluate_rag, evaluate_run, evaluate_run_file
 from ragmeter.errors import InvalidInputError
 from ragmeter.io import read_beir_qrels, read_trec_run
 from ragmeter.mlflow import log_report, metric_name
@@ -138,6 +138,21 @@ def test_warnings_go_to_an_artifact(experiment: str) -> None:
     assert data.tags["ragmeter.warnings"] == str(len(report.warnings))
     assert "eval_results_table.json" not in _artifacts(run_id)
     assert data.metrics["ndcg_at_10/mean"] == report.metrics["ndcg@10"]
+
+
+def test_a_streamed_report_without_per_query_scores(experiment: str) -> None:
+    qrels = read_beir_qrels(CRANFIELD / "qrels" / "test.tsv")
+    report = evaluate_run_file(qrels, CRANFIELD / "bm25.run", k_values=10, per_query=False)
+    assert report.per_query == {}
+    run_id = log_report(report)
+    metrics = MlflowClient().get_run(run_id).data.metrics
+    trec = np.array([row["ndcg_cut_10"] for row in TREC_EVAL["per_query"].values()])
+    assert metrics["ndcg_at_10/mean"] == pytest.approx(trec.mean(), abs=1e-12)
+    assert metrics["ndcg_at_10/n"] == 225
+    assert metrics["ndcg_at_10/std"] == pytest.approx(trec.std(), rel=1e-9)
+    assert (metrics["ndcg_at_10/min"], metrics["ndcg_at_10/max"]) == (trec.min(), trec.max())
+    assert "ndcg_at_10/ci_low" in metrics
+    assert "eval_results_table.json" not in _artifacts(run_id)  # no rows to tabulate
 
 
 def _squad_samples() -> list[dict[str, Any]]:
