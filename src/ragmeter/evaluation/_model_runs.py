@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
-from ragmeter.report import RagEvalReport
+from ragmeter.report import DatasetFingerprint, RagEvalReport
 from ragmeter.schema import RagSample, sample_keys
 
 __all__ = ["add_metric", "base_report"]
@@ -29,6 +30,7 @@ def base_report(
         report = RagEvalReport(metrics={}, coverage={}, n_samples=len(coerced))
         report.per_sample = {sid: {} for sid in sample_keys([s.id for s in coerced])}
         report.skipped_lines = int(kwargs.get("skipped_lines", 0) or 0)
+    report.set_dataset_fingerprint(partial(DatasetFingerprint.of_samples, coerced))
     ids = sample_keys([s.id for s in coerced])
     renamed = [
         s if s.id == sid else s.model_copy(update={"id": sid})

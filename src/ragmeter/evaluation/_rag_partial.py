@@ -8,6 +8,7 @@ from typing import Any
 
 from ragmeter.aggregate import Distribution, IdRoots
 from ragmeter.errors import InvalidInputError
+from ragmeter.report import SampleDigests
 
 __all__ = ["RagPartial"]
 
@@ -52,6 +53,8 @@ class RagPartial:
     """Per-sample ``(id as given, scores, details)`` in order when kept, else ``None``."""
     roots: IdRoots | None = None
     """The ids' root digests when per-sample scores are not kept (to count repeated ids)."""
+    truth: SampleDigests | None = None
+    """The samples' ground-truth digests (the report's dataset fingerprint)."""
 
     def merge(self, later: RagPartial) -> None:
         """Fold in the partial of the samples that come right after this one's.
@@ -82,6 +85,8 @@ class RagPartial:
             self.rows.extend(later.rows)
         if self.roots is not None and later.roots is not None:
             self.roots.merge(later.roots)
+        if self.truth is not None and later.truth is not None:
+            self.truth.merge(later.truth)
 
 
 _EXAMPLES = 4

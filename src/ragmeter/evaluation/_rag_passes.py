@@ -190,7 +190,7 @@ def _report(
     if not_computed:
         extra["not_computed"] = not_computed
     better = {_key(m): bool(m.higher_is_better) for m in resolved}
-    return RagEvalReport(
+    report = RagEvalReport(
         metrics={key: dists[key].mean() for key in kept},
         coverage={key: dists[key].count for key in kept},
         n_samples=n,
@@ -202,6 +202,9 @@ def _report(
         extra=extra,
         distributions={key: dists[key] for key in kept},
     )
+    if partial.truth is not None:
+        report.set_dataset_fingerprint(partial.truth.fingerprint)
+    return report
 
 
 def _failures(partial: RagPartial) -> dict[str, str]:

@@ -32,6 +32,7 @@ from ragmeter.evaluation._rag_rules import (
 from ragmeter.evaluation.scoring import score_ranking
 from ragmeter.io.scores import ScoreWriter
 from ragmeter.metrics.base import RagMetric
+from ragmeter.report import SampleDigests
 from ragmeter.schema import RagSample, SampleKeys, SampleLike, coerce_sample
 
 _Active = tuple[str, Scorer, str, Callable[[float], None]]
@@ -82,6 +83,7 @@ class _Pass:
         self.block_ids: list[str] = []
         self.block_rows: list[dict[str, float | None]] = []
         self.block_details: list[dict[str, Any] | None] = []
+        self.truth = SampleDigests()  # the dataset fingerprint, built as the samples pass
 
     def flush(self) -> None:
         """Fold the block's scores into the distributions and write its rows (if a file)."""
@@ -184,6 +186,7 @@ class _Pass:
             unjudged=self.unjudged,
             retrieved=self.retrieved,
             examples=self.examples,
+            truth=self.truth,
         )
 
 
@@ -198,15 +201,26 @@ def _score(
     rows: dict[str, dict[str, float | None]],
     details: dict[str, dict[str, Any]],
     raw_ids: list[str] | None,
+    *,
+    defer: bool = False,
 ) -> RagPartial:
     """evaluate_rag's one pass: score every sample into ``rows``/``details`` (kept) or the
-    distributions, and return the mergeable state (``raw_ids`` collects the ids as given)."""
+    distributions, and return the mergeable state (``raw_ids`` collects the ids as given).
+    The ground truth is hashed as the samples pass (a stream: constant memory), or, with
+    ``defer`` (``samples`` is a list or tuple), when the fingerprint is first asked for."""
     state = _Pass(resolved, k, writer, stream_keys)
+    if defer and isinstance(samples, (list, tuple)):
+        state.truth = SampleDigests(source=samples)
+    else:
+        state.truth = SampleDigests(keep_items=keep)
+    hash_truth = None if state.truth.source is not None else state.truth.add
     blank = state.blank
     n = 0
     for index, item in enumerate(samples):
         sample = item if type(item) is RagSample else coerce_sample(item, index=index)
         n += 1
+        if hash_truth is not None:
+            hash_truth(sample)
         row = dict(blank)
         if keep:
             sid = keys(sample.id)

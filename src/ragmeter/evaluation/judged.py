@@ -9,11 +9,14 @@ for that sample (counted in ``summaries[key].missing``) and its reason is in
 sent), ``judge_cache_hits``, ``judge_deduplicated`` (verdicts shared by identical prompts
 in the run), ``judge_cache_writes_skipped`` (new verdicts the cache did not store, with a
 warning saying why: a read-only cache, a failed write), judge token counts and, when a
-budget stopped the run, ``incomplete: True`` with the reason.
+budget stopped the run, ``incomplete: True`` with the reason; ``judges`` holds each judge
+metric's settings (:func:`judge_settings`: the judge's identity, prompt hash, version).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -26,7 +29,7 @@ from ragmeter.judge.runner import JudgeOptions, JudgeRun, run_judges
 from ragmeter.report import RagEvalReport
 from ragmeter.schema import RagSample, SampleLike, coerce_sample
 
-__all__ = ["DEFAULT_CACHE", "evaluate_with_judges", "open_cache"]
+__all__ = ["DEFAULT_CACHE", "evaluate_with_judges", "judge_settings", "open_cache"]
 
 DEFAULT_CACHE = "default"
 """``judge_cache=DEFAULT_CACHE`` (the default) uses the user cache directory."""
@@ -74,8 +77,33 @@ def evaluate_with_judges(
     for metric in judge_metrics:
         _add_scores(report, run, metric, ids)
     _add_run(report, run, cache)
+    report.extra["judges"] = {m.name: judge_settings(m) for m in judge_metrics}
     report.__dict__.pop("summaries", None)  # drop a cached summary computed before the merge
     return report
+
+
+def judge_settings(metric: JudgeMetric) -> dict[str, Any]:
+    """What of a judge metric changes its scores (the report's config fingerprint): the
+    judge's identity, the metric's version and repeats, and ``prompt_sha256``, a hash of the
+    messages it sends for a sample whose fields are placeholders (the prompt template)."""
+    probe = RagSample(
+        id="probe",
+        user_input="{user_input}",
+        response="{response}",
+        retrieved_contexts=["{context}"],
+        reference="{reference}",
+    )
+    try:
+        shown = [[m.role, m.content] for m in metric.messages(probe)]
+    except Exception as exc:  # a custom metric that needs other fields
+        shown = [["unavailable", type(exc).__name__]]
+    prompt = hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return {
+        **dict(metric.judge.identity),
+        "metric_version": str(getattr(metric, "version", "")),
+        "repeats": int(getattr(metric, "repeats", 1)),
+        "prompt_sha256": prompt,
+    }
 
 
 def _judgeable(

@@ -254,7 +254,9 @@ def _evaluate(
     stream_keys = StreamKeys()
     rows: dict[str, dict[str, float | None]] = {}
     details: dict[str, dict[str, Any]] = {}
-    partial = _score(samples, resolved, ks[0], keep, writer, keys, stream_keys, rows, details, None)
+    partial = _score(
+        samples, resolved, ks[0], keep, writer, keys, stream_keys, rows, details, None, defer=True
+    )
     return _report(
         partial,
         resolved,

@@ -101,8 +101,10 @@ def metric_rows(report: RetrievalEvalReport | RagEvalReport) -> dict[str, Metric
 def judge_facts(
     report: RetrievalEvalReport | RagEvalReport,
 ) -> tuple[str | None, str | None, int | None, float | None]:
-    """``(judge model, judge prompt hash, tokens, cost)`` as the report's ``extra`` and
-    metrics record them (``None`` when it has none)."""
+    """``(judge model, judge prompt hash, tokens, cost)``: the models of the judges in
+    ``extra["judges"]`` (comma-separated), a sha256 over their prompt hashes, the judge's
+    input plus output tokens, and the pipeline's total ``cost_usd`` (mean x coverage);
+    ``None`` for what the report does not have."""
     extra = report.extra
     judges = extra.get("judges")
     model = prompt = None
@@ -114,8 +116,10 @@ def judge_facts(
     tokens = None
     if "judge_input_tokens" in extra or "judge_output_tokens" in extra:
         tokens = int(extra.get("judge_input_tokens", 0)) + int(extra.get("judge_output_tokens", 0))
-    cost = extra.get("cost")
-    return model, prompt, tokens, None if cost is None else float(cost)
+    cost = None
+    if "cost_usd" in report.metrics and isinstance(report, RagEvalReport):
+        cost = report.metrics["cost_usd"] * report.coverage.get("cost_usd", 0)
+    return model, prompt, tokens, cost
 
 
 def record_of(row: sqlite3.Row | tuple[Any, ...], base: Path, tags: dict[str, str]) -> RunRecord:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragmeter.errors import InvalidInputError
+from ragmeter.schema import RagSample, coerce_sample
 
 __all__ = [
     "METRIC_DEFINITIONS",
@@ -186,70 +187,111 @@ class DatasetFingerprint:
 
 
 class SampleDigests:
-    """Builds a ``"samples"`` :class:`DatasetFingerprint` one sample at a time (cheap enough
-    to run while a stream is scored); two builders :meth:`merge` in order.
+    """Builds a ``"samples"`` :class:`DatasetFingerprint` one sample at a time, cheap
+    enough to run while a stream is scored; two builders :meth:`merge`.
 
-    A sample's ground truth is its ``user_input``, ``reference``, ``references``,
+    A sample's ground truth is its ``id``, ``user_input``, ``reference``, ``references``,
     ``reference_contexts``, judged ids (``relevance``, else ``reference_ids``, as a set) and
     ``gold_spans``; its entries count the references, reference contexts, judged ids and
-    gold spans. A repeated sample id is keyed ``<id>#2``, ``<id>#3``, ... as in
-    ``per_sample``.
+    gold spans. The digest is order-independent in constant memory: the sum modulo
+    ``2**256`` of each sample's sha256, hashed once more. With ``keep_items`` (the default)
+    each sample's ``(entries, digest)`` is kept too (a repeated id keyed ``<id>#2``,
+    ``<id>#3``, ... as in ``per_sample``) for :meth:`DatasetFingerprint.differences`; a
+    streamed pass keeps none, so its memory does not grow with the samples. ``source``
+    defers the work: the samples of that sequence are added when :meth:`fingerprint` is
+    first called (it must not change in between).
 
     >>> d = SampleDigests()
     >>> d.add({"id": "s1", "user_input": "2 + 2?", "reference": "4", "response": "5"})
     >>> fp = d.fingerprint()
-    >>> fp.kind, fp.items, fp.entries
-    ('samples', 1, 1)
+    >>> fp.kind, fp.items, fp.entries, list(fp.per_item)
+    ('samples', 1, 1, ['s1'])
     """
 
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, int, str]] = []
-        """``(sample id, entries, digest)`` per sample, in order."""
+    def __init__(self, *, keep_items: bool = True, source: Sequence[Any] | None = None) -> None:
+        self.total = 0
+        """The sum of the samples' hashes, modulo ``2**256``."""
+        self.count = 0
+        self.entries = 0
+        self.rows: list[tuple[str, int, str]] | None = [] if keep_items else None
+        """``(sample id, entries, digest)`` per sample, in order (``None``: not kept)."""
+        self.source = source
 
     def add(self, sample: Any) -> None:
-        """Add one sample (a :class:`~ragmeter.schema.RagSample` or a mapping)."""
-
-        def get(name: str) -> Any:
-            if isinstance(sample, Mapping):
-                return sample.get(name)
-            return getattr(sample, name, None)
-
-        relevance = get("relevance")
+        """Add one sample (a :class:`~ragmeter.schema.RagSample`, or a mapping that
+        :func:`~ragmeter.schema.coerce_sample` takes)."""
+        if type(sample) is not RagSample:
+            sample = coerce_sample(sample, index=self.count)
+        relevance = sample.relevance
+        judged: Any = ()
         if relevance is not None:
-            judged: list[Any] = sorted((str(d), _grade_text(g)) for d, g in relevance.items())
-        else:
-            judged = sorted({str(d) for d in get("reference_ids") or ()})
-        spans = [_plain(s) for s in get("gold_spans") or ()]
-        references = list(get("references") or ())
-        contexts = list(get("reference_contexts") or ())
-        reference = get("reference")
-        truth = [get("user_input"), reference, references, contexts, judged, spans]
-        digest = _sha(json.dumps(truth, ensure_ascii=False, sort_keys=True, default=str))
-        count = (reference is not None) + len(references) + len(contexts)
-        self.rows.append((str(get("id")), count + len(judged) + len(spans), digest))
+            judged = sorted(f"{len(d)}:{d}={_grade_text(g)!r}" for d, g in relevance.items())
+        elif sample.reference_ids:
+            judged = sorted({f"{len(d)}:{d}" for d in sample.reference_ids})
+        spans = sample.gold_spans
+        if spans:
+            spans = [json.dumps(s.model_dump(), sort_keys=True, default=str) for s in spans]
+        sid, question, reference = sample.id, sample.user_input, sample.reference
+        references = sample.references or ()
+        contexts = sample.reference_contexts or ()
+        text = (
+            f"{len(sid)}:{sid}\x00{_text(question)}\x00{_text(reference)}\x00"
+            f"{_texts(references) if references else ''}\x00"
+            f"{_texts(contexts) if contexts else ''}\x00"
+            f"{_texts(judged) if judged else ''}\x00{_texts(spans) if spans else ''}"
+        )
+        raw = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        count = (reference is not None) + len(references) + len(contexts) + len(judged)
+        count += len(spans) if spans else 0
+        self.total = (self.total + int.from_bytes(raw, "big")) & _MASK
+        self.count += 1
+        self.entries += count
+        if self.rows is not None:
+            self.rows.append((sid, count, raw.hex()))
+
+    def _take_source(self) -> None:
+        source, self.source = self.source, None
+        for sample in source or ():
+            self.add(sample)
 
     def merge(self, later: SampleDigests) -> None:
-        """Fold in the builder of the samples that come right after this one's."""
-        self.rows.extend(later.rows)
+        """Fold in the builder of the samples that come right after this one's (the
+        per-sample digests stay kept only if both kept them)."""
+        self._take_source()
+        later._take_source()
+        self.total = (self.total + later.total) & _MASK
+        self.count += later.count
+        self.entries += later.entries
+        if self.rows is not None and later.rows is not None:
+            self.rows.extend(later.rows)
+        else:
+            self.rows = None
 
     def fingerprint(self) -> DatasetFingerprint:
         """The fingerprint of the samples added so far."""
-        seen: dict[str, int] = {}
-        digests: dict[str, str] = {}
+        self._take_source()
         items: dict[str, tuple[int, str]] = {}
-        entries = 0
-        for sid, count, digest in self.rows:
+        seen: dict[str, int] = {}
+        for sid, count, digest in self.rows or ():
             n = seen[sid] = seen.get(sid, 0) + 1
-            key = sid if n == 1 else f"{sid}#{n}"
-            digests[key] = digest
-            items[key] = (count, digest[:16])
-            entries += count
-        return DatasetFingerprint._made("samples", digests, items, entries)
+            items[sid if n == 1 else f"{sid}#{n}"] = (count, digest[:16])
+        digest = _sha(f"samples\n{self.total:064x}")
+        return DatasetFingerprint("samples", digest, self.count, self.entries, items)
 
 
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump() if callable(dump) else value
+_MASK = (1 << 256) - 1
+
+
+def _text(value: Any) -> str:
+    """A field in an unambiguous form (its length first; ``-`` for ``None``)."""
+    if value is None:
+        return "-"
+    text = str(value)
+    return f"{len(text)}:{text}"
+
+
+def _texts(values: Any) -> str:
+    return f"{len(values)}[" + "".join([f"{len(v)}:{v}" for v in map(str, values)])
 
 
 def _show(value: Any) -> str:
@@ -287,21 +329,7 @@ class ConfigFingerprint:
 
     def differences(self, other: ConfigFingerprint) -> list[str]:
         """Each setting that differs from ``other``'s, in words (``self`` is a)."""
-        out: list[str] = []
-        a, b = self.settings, other.settings
-        for key in sorted(set(a) | set(b)):
-            left, right = a.get(key), b.get(key)
-            if left == right:
-                continue
-            if isinstance(left, list) and isinstance(right, list) and key == "metrics":
-                only_a = [m for m in left if m not in right]
-                only_b = [m for m in right if m not in left]
-                parts = [f"{', '.join(only_a)} only in a"] if only_a else []
-                parts += [f"{', '.join(only_b)} only in b"] if only_b else []
-                out.append(f"{key}: {'; '.join(parts or ['same keys, other order'])}")
-                continue
-            out.append(f"{key} {_show(left)} vs {_show(right)}")
-        return out
+        return _setting_differences(self.settings, other.settings, "")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form."""
@@ -320,3 +348,26 @@ class ConfigFingerprint:
                 f"(they hash to {made.digest!r}): the data was edited or damaged"
             )
         return made
+
+
+def _setting_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str) -> list[str]:
+    """Each setting that differs, in words; a mapping on both sides is compared key by key
+    (``judges.faithfulness.model judge-a vs judge-b``)."""
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        left, right = a.get(key), b.get(key)
+        name = f"{prefix}{key}"
+        if left == right:
+            continue
+        if isinstance(left, Mapping) and isinstance(right, Mapping):
+            out.extend(_setting_differences(left, right, f"{name}."))
+            continue
+        if isinstance(left, list) and isinstance(right, list) and key == "metrics":
+            only_a = [m for m in left if m not in right]
+            only_b = [m for m in right if m not in left]
+            parts = [f"{', '.join(only_a)} only in a"] if only_a else []
+            parts += [f"{', '.join(only_b)} only in b"] if only_b else []
+            out.append(f"{name}: {'; '.join(parts or ['same keys, other order'])}")
+            continue
+        out.append(f"{name} {_show(left)} vs {_show(right)}")
+    return out

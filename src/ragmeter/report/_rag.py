@@ -117,7 +117,7 @@ class RagEvalReport(_ReportBase):
         """The metric keys, their cut-offs, the judges' and embedders' identities (as the
         drivers record them in ``extra``) and the metric-definition version."""
         settings: dict[str, Any] = {"kind": "rag", "metrics": sorted(self.metrics)}
-        for key in ("k", "judges", "embedders"):
+        for key in ("k", "judges", "embed_models"):
             if self.extra.get(key) is not None:
                 settings[key] = self.extra[key]
         settings["metric_definitions"] = METRIC_DEFINITIONS
