@@ -201,8 +201,9 @@ def test_a_rag_report_into_the_active_run(experiment: str) -> None:
             ours = report.per_sample[row["sample_id"]].get(key)
             assert (None if value is None or math.isnan(value) else value) == ours
     assert data.tags["ragmeter.kind"] == "rag"
-    dataset = report.dataset_fingerprint  # the samples' ground truth, when the driver hashed it
-    assert data.tags.get("ragmeter.dataset_fingerprint") == (dataset and dataset.digest)
+    dataset = report.dataset_fingerprint  # the samples' ground truth
+    assert dataset is not None and dataset.kind == "samples"
+    assert data.tags["ragmeter.dataset_fingerprint"] == dataset.digest
     assert data.tags["ragmeter.config_fingerprint"] == report.config_fingerprint.digest
 
 
