@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from ragmeter import evaluate_rag, evaluate_run, evaluate_run_file
 from ragmeter.errors import InvalidInputError
 from ragmeter.io import read_beir_qrels, read_trec_run
-from ragmeter.mlflow import log_report, metric_name
+from ragmeter.mlflow import log_report, metric_name, plan_report
 from ragmeter.report import RagEvalReport, RetrievalEvalReport
 
 pytestmark = pytest.mark.slow  # a real MLflow store: ~8 s to create its tables
@@ -269,3 +269,11 @@ def test_keys_mlflow_would_name_alike_are_refused() -> None:
     )
     with pytest.raises(InvalidInputError, match=r"'P\(rel=2\)@5' and 'P_rel_2__at_5' would both"):
         log_report(report)
+
+
+def test_a_param_longer_than_mlflow_takes_is_cut_saying_so() -> None:
+    metrics = {f"metric_{i:04d}_with_a_long_name": 0.5 for i in range(300)}
+    report = RagEvalReport(metrics=metrics, coverage=dict.fromkeys(metrics, 1), n_samples=1)
+    param = plan_report(report).params["ragmeter.metrics"]
+    assert len(json.dumps(sorted(metrics))) > 6000 == len(param)
+    assert param.endswith("... (cut: the whole value is in ragmeter_report.json)")

@@ -14,7 +14,8 @@ spelling, ``ndcg@10`` -> ``ndcg_at_10``; see :mod:`ragmeter.mlflow._names`):
   a report made by hand with no scores at all only ``/mean`` and ``/n``.
 * **params** ``P ragmeter.SETTING``: every setting of the report's config fingerprint (what
   changes the numbers: metrics, cut-offs, relevance level, averaging, ties, ...), JSON
-  text; MLflow params never change, so a second report into one run needs its own ``prefix``.
+  text (cut to MLflow's 6000 characters, saying so); MLflow params never change, so a
+  second report into one run needs its own ``prefix``.
 * **tags** ``P ragmeter.version``, ``P ragmeter.kind`` (``retrieval``/``rag``),
   ``P ragmeter.dataset_fingerprint`` and ``P ragmeter.config_fingerprint`` (the sha256 digests;
   no dataset tag for a report made by hand), ``P ragmeter.warnings`` (how many).
@@ -48,6 +49,8 @@ __all__ = ["LogPlan", "log_report", "plan_report"]
 Report = RetrievalEvalReport | RagEvalReport
 _BATCH = 100  # MLflow's limit of params or tags in one log_batch (metrics: 1000)
 _STATS = ("std", "median", "min", "max")
+_PARAM_CHARS = 6000  # MLflow's limit of a param value
+_CUT = " ... (cut: the whole value is in ragmeter_report.json)"
 _LOGGED_ARTIFACTS = "mlflow.loggedArtifacts"  # the run tag that lists its tables for the UI
 
 
@@ -105,8 +108,12 @@ def _metrics(report: Report, names: Mapping[str, str], prefix: str) -> dict[str,
     return out
 
 
-def _json_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+def _param_text(value: Any) -> str:
+    """A setting as a param value: JSON text (a string as is), cut to MLflow's 6000 chars."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if len(text) > _PARAM_CHARS:
+        text = text[: _PARAM_CHARS - len(_CUT)] + _CUT
+    return text
 
 
 def _settings(report: Report) -> Mapping[str, Any]:
@@ -160,7 +167,7 @@ def plan_report(
     names = metric_names(report.metrics)
     plan = LogPlan(
         metrics=_metrics(report, names, prefix),
-        params={f"{prefix}ragmeter.{k}": _json_text(v) for k, v in _settings(report).items()},
+        params={f"{prefix}ragmeter.{k}": _param_text(v) for k, v in _settings(report).items()},
         tags=_tags(report, kind, prefix),
         table=_table(report, names) if log_per_query else None,
         table_file=f"{prefix}eval_results_table.json",
