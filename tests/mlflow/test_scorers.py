@@ -186,7 +186,18 @@ def test_retrieval_assessments_equal_pytrec_eval(evaluated: Any) -> None:
     assert 0 < sum(h or 0 for h in hits) < len(QUESTIONS)  # the ranking misses some: a real test
 
 
-def test_a_scorer_called_directly() -> None:
+@mlflow.trace(span_type=SpanType.RETRIEVER)
+def _given(texts: list[str]) -> list[dict[str, Any]]:
+    return [{"page_content": t, "metadata": {"doc_uri": f"d{i}"}} for i, t in enumerate(texts)]
+
+
+def _retrieval_trace(texts: list[str]) -> Any:
+    """A real MLflow trace whose one RETRIEVER span returned ``texts``."""
+    _given(texts)
+    return mlflow.get_trace(mlflow.get_last_active_trace_id())
+
+
+def test_a_scorer_called_directly(experiment: str) -> None:
     em, f1 = scorers.exact_match(), scorers.token_f1()
     expected = {"expected_response": ["the Normans", "Normandy"]}
     assert em(outputs="Normandy.", expectations=expected) == 1.0
@@ -198,6 +209,16 @@ def test_a_scorer_called_directly() -> None:
         "recall_at_5",
     )
     assert scorers.scorer("token_f1", name="f1").name == "f1"
+    # a metric with per-sample detail explains itself in the feedback's rationale
+    claims = scorers.faithfulness()(
+        outputs="Rollo led the Normans. He had 3 moons.",
+        trace=_retrieval_trace(["Rollo led the Normans into Normandy."]),
+    )
+    assert claims.value == 0.5
+    assert json.loads(claims.rationale) == {
+        "supported_claims": ["Rollo led the Normans"],
+        "unsupported_claims": ["He had 3 moons"],
+    }
 
 
 def test_rows_in_mlflows_other_shapes() -> None:
@@ -266,4 +287,6 @@ def test_the_top_level_retriever_spans_of_a_real_trace(experiment: str) -> None:
     gold = {"expected_retrieved_context": [{"doc_uri": "p0"}]}
     assert scorers.ndcg(k=3)(trace=trace, expectations=gold) is None
     faithful = scorers.faithfulness()(outputs="the Normans", trace=trace)
-    assert faithful == evaluate_rag([s], metrics=["faithfulness"]).per_sample[s.id]["faithfulness"]
+    ours = evaluate_rag([s], metrics=["faithfulness"])
+    assert faithful.value == ours.per_sample[s.id]["faithfulness"] == 1.0
+    assert json.loads(faithful.rationale) == ours.details[s.id]["faithfulness"]

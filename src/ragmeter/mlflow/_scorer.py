@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Any
 
-from mlflow.entities import Trace
+from mlflow.entities import Feedback, Trace
 from mlflow.genai.scorers import Scorer
 
 from ragmeter.evaluation.sample_retrieval import SampleRetrievalMetric
@@ -31,7 +32,9 @@ class RagmeterScorer(Scorer):  # type: ignore[misc]  # mypy does not follow mlfl
     the cut-off of a retrieval metric. Each row becomes a :class:`~ragmeter.schema.RagSample`
     (:func:`ragmeter.mlflow._sample.row_sample`) and the score is the metric's ``score`` of
     it, the number :func:`ragmeter.evaluate_rag` gives that sample; ``None`` (no
-    assessment, left out of the mean) when the row lacks what the metric needs.
+    assessment, left out of the mean) when the row lacks what the metric needs. A metric
+    with per-sample detail (faithfulness' supported and unsupported claims) returns a
+    ``Feedback`` whose rationale is that detail as JSON.
     """
 
     metric: str
@@ -45,9 +48,14 @@ class RagmeterScorer(Scorer):  # type: ignore[misc]  # mypy does not follow mlfl
         expectations: dict[str, Any] | None = None,
         trace: Trace | None = None,
         session: list[Trace] | None = None,
-    ) -> float | None:
+    ) -> float | Feedback | None:
         sample = row_sample(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
         metric = resolve_metric(self.metric, self.k)
-        if not metric.applies_to(sample):
-            return None
-        return metric.score(sample)
+        both = getattr(metric, "score_and_detail", None)  # evaluate_rag's path when there is one
+        if callable(both):
+            value, detail = both(sample)
+        else:
+            value, detail = (metric.score(sample) if metric.applies_to(sample) else None), None
+        if value is None or not detail:
+            return value
+        return Feedback(value=value, rationale=json.dumps(detail, ensure_ascii=False))
