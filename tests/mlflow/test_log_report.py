@@ -277,3 +277,20 @@ def test_a_param_longer_than_mlflow_takes_is_cut_saying_so() -> None:
     param = plan_report(report).params["ragmeter.metrics"]
     assert len(json.dumps(sorted(metrics))) > 6000 == len(param)
     assert param.endswith("... (cut: the whole value is in ragmeter_report.json)")
+
+
+def test_a_run_from_the_registry_logs_as_it_was_scored(
+    experiment: str, bm25: RetrievalEvalReport, tmp_path: Path
+) -> None:
+    from ragmeter.registry import Registry
+
+    with Registry(tmp_path / "runs.sqlite") as registry:
+        bm25.save(name="bm25", registry=registry)
+        saved = registry.load_report("bm25")
+    data = MlflowClient().get_run(log_report(saved)).data
+    assert data.tags["ragmeter.dataset_fingerprint"] == bm25.dataset_fingerprint.digest  # type: ignore[union-attr]
+    assert data.tags["ragmeter.config_fingerprint"] == bm25.config_fingerprint.digest
+    for key, mean in bm25.metrics.items():
+        assert data.metrics[f"{metric_name(key)}/mean"] == mean
+    rows = _table(MlflowClient().search_runs([experiment], max_results=1)[0].info.run_id)
+    assert {r["query_id"]: r["ndcg_at_10/score"] for r in rows} == bm25.scores("ndcg@10")
