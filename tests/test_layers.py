@@ -36,6 +36,7 @@ LAYERS: dict[str, frozenset[str]] = {
             "cli",
             "dask",
             "html",
+            "mlflow",
             "ragas_bridge",
             "server",
             "testing",

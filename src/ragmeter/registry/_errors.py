@@ -23,4 +23,27 @@ class RunNotFoundError(RegistryError, LookupError):
 
 class IncomparableRunsError(InvalidInputError):
     """Two runs scored on other ground truth or under other settings; the message lists
-    what differs and how to compare them on their common queries anyway."""
+    what differs and how to compare them on their common queries anyway.
+
+    >>> error = IncomparableRunsError.between("a1", "b2", ["relevance_level 1 vs 2"], 48)
+    >>> str(error)[:61]
+    'runs a1 and b2 are not like for like: relevance_level 1 vs 2.'
+    >>> error.reasons
+    ['relevance_level 1 vs 2']
+    """
+
+    def __init__(self, message: str, reasons: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.reasons: list[str] = list(reasons or [])
+        """What differs, one item per difference."""
+
+    @classmethod
+    def between(cls, a: str, b: str, reasons: list[str], common: int) -> IncomparableRunsError:
+        """The error for runs ``a`` and ``b`` (their ids or names), with ``reasons`` (from
+        :meth:`~ragmeter.registry.Registry.comparability`) and how many ids both scored."""
+        return cls(
+            f"runs {a} and {b} are not like for like: {'; '.join(reasons)}. To compare them "
+            f"anyway on the {common} ids both scored, pass common_queries=True (CLI: "
+            "--common-queries); the result then says so",
+            reasons,
+        )

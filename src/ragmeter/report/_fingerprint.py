@@ -329,21 +329,7 @@ class ConfigFingerprint:
 
     def differences(self, other: ConfigFingerprint) -> list[str]:
         """Each setting that differs from ``other``'s, in words (``self`` is a)."""
-        out: list[str] = []
-        a, b = self.settings, other.settings
-        for key in sorted(set(a) | set(b)):
-            left, right = a.get(key), b.get(key)
-            if left == right:
-                continue
-            if isinstance(left, list) and isinstance(right, list) and key == "metrics":
-                only_a = [m for m in left if m not in right]
-                only_b = [m for m in right if m not in left]
-                parts = [f"{', '.join(only_a)} only in a"] if only_a else []
-                parts += [f"{', '.join(only_b)} only in b"] if only_b else []
-                out.append(f"{key}: {'; '.join(parts or ['same keys, other order'])}")
-                continue
-            out.append(f"{key} {_show(left)} vs {_show(right)}")
-        return out
+        return _setting_differences(self.settings, other.settings, "")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form."""
@@ -362,3 +348,26 @@ class ConfigFingerprint:
                 f"(they hash to {made.digest!r}): the data was edited or damaged"
             )
         return made
+
+
+def _setting_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str) -> list[str]:
+    """Each setting that differs, in words; a mapping on both sides is compared key by key
+    (``judges.faithfulness.model judge-a vs judge-b``)."""
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        left, right = a.get(key), b.get(key)
+        name = f"{prefix}{key}"
+        if left == right:
+            continue
+        if isinstance(left, Mapping) and isinstance(right, Mapping):
+            out.extend(_setting_differences(left, right, f"{name}."))
+            continue
+        if isinstance(left, list) and isinstance(right, list) and key == "metrics":
+            only_a = [m for m in left if m not in right]
+            only_b = [m for m in right if m not in left]
+            parts = [f"{', '.join(only_a)} only in a"] if only_a else []
+            parts += [f"{', '.join(only_b)} only in b"] if only_b else []
+            out.append(f"{name}: {'; '.join(parts or ['same keys, other order'])}")
+            continue
+        out.append(f"{name} {_show(left)} vs {_show(right)}")
+    return out
