@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -346,7 +347,31 @@ class Registry:
                 conn.execute("DELETE FROM run_tags WHERE run_seq = ?", [seq[0]])
                 conn.execute("DELETE FROM runs WHERE seq = ?", [seq[0]])
         record.scores_path.unlink(missing_ok=True)
+        self.clean()
         return record
+
+    def clean(self, *, older_than: float = 3600.0) -> list[Path]:
+        """Remove what killed saves left in ``scores/``: scores files no run lists and
+        temporary files, older than ``older_than`` seconds (a save in progress elsewhere
+        is younger); the paths removed. :meth:`rm` calls it."""
+        folder = self.path.parent / "scores"
+        conn = self._db()
+        if conn is None or not folder.is_dir() or not self._writable:
+            return []
+        with self._errors():
+            listed = {Path(row[0]).name for row in conn.execute("SELECT scores_path FROM runs")}
+        cutoff = time.time() - older_than
+        removed: list[Path] = []
+        for path in folder.iterdir():
+            stale = path.name.endswith(".tmp") or path.name.endswith(".jsonl.gz")
+            if stale and path.name not in listed:
+                try:
+                    if path.stat().st_mtime < cutoff:
+                        path.unlink()
+                        removed.append(path)
+                except OSError:  # gone already, or not ours to remove
+                    continue
+        return removed
 
     # -- comparing ------------------------------------------------------------------------
 
