@@ -4,6 +4,7 @@ by every driver's report, surviving to_dict/from_dict, and saying what differs i
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from pathlib import Path
 
@@ -210,3 +211,17 @@ def test_fingerprinting_is_lazy(
     assert calls == []
     assert report.dataset_fingerprint is report.dataset_fingerprint
     assert calls == [1]
+
+
+def test_a_pickled_report_carries_its_fingerprint_not_the_qrels(
+    qrels: dict[str, dict[str, float]], run: dict[str, list[str]]
+) -> None:
+    report = ragmeter.evaluate_run(qrels, run)
+    blob = pickle.dumps(report)
+    assert b"CR93E-10279" not in blob  # a judged doc of query 301
+    back = pickle.loads(blob)
+    assert back.dataset_fingerprint == report.dataset_fingerprint
+    assert back.dataset_fingerprint.per_item == report.dataset_fingerprint.per_item
+    rag = ragmeter.evaluate_rag(SAMPLES)
+    assert b"capital of France" not in pickle.dumps(rag)
+    assert pickle.loads(pickle.dumps(rag)).dataset_fingerprint == rag.dataset_fingerprint

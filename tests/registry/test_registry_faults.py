@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -271,3 +272,23 @@ def test_a_registry_the_user_cannot_write(
         f"RegistryError: the run registry {path} is read-only (no write permission): list, "
         "show, load and compare work; save to a writable registry"
     )
+
+
+def test_clean_removes_what_killed_saves_left(tmp_path: Path, report: RetrievalEvalReport) -> None:
+    registry = Registry(tmp_path / "runs.sqlite")
+    kept = registry.save(report, name="a")
+    scores = tmp_path / "scores"
+    orphan = scores / "0123456789ab.jsonl.gz"  # written, then killed before its row
+    temp = scores / ".fedcba987654.jsonl.gz.4242.tmp"  # killed while writing
+    fresh = scores / "aaaaaaaaaaaa.jsonl.gz"  # another process's save in progress
+    for path in (orphan, temp, fresh):
+        path.write_bytes(b"partial")
+    old = time.time() - 7200
+    for path in (orphan, temp, kept.scores_path):
+        os.utime(path, (old, old))
+    assert sorted(registry.clean()) == sorted([orphan, temp])
+    assert fresh.exists() and kept.scores_path.exists()
+    assert registry.load_report("a").per_query == report.per_query
+    registry.save(report, name="b")
+    registry.rm("b")  # rm cleans too
+    assert sorted(p.name for p in scores.iterdir()) == sorted([kept.scores_path.name, fresh.name])

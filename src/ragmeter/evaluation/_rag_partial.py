@@ -68,6 +68,7 @@ class RagPartial:
                 f"({self.keys} keep={self.rows is not None} and {later.keys} "
                 f"keep={later.rows is not None})"
             )
+        had = self.n
         for key, (index, sid, error) in later.failed.items():
             if key not in self.failed:
                 self.failed[key] = (self.n + index, sid, error)
@@ -85,8 +86,13 @@ class RagPartial:
             self.rows.extend(later.rows)
         if self.roots is not None and later.roots is not None:
             self.roots.merge(later.roots)
-        if self.truth is not None and later.truth is not None:
-            self.truth.merge(later.truth)
+        if self.truth is None and not had and later.truth is not None:
+            self.truth = SampleDigests(keep_items=later.truth.rows is not None)  # was empty
+        if self.truth is not None:
+            if later.truth is not None:
+                self.truth.merge(later.truth)
+            elif later.n:
+                self.truth = None  # samples without digests: no fingerprint rather than a wrong one
 
 
 _EXAMPLES = 4

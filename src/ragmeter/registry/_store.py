@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -114,6 +115,20 @@ class Registry:
         except sqlite3.DatabaseError as exc:
             raise RegistryError(f"the run registry {self.path} failed: {exc}") from None
 
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``: no deadlock between
+        two writers), committed, or rolled back on any error."""
+        with self._errors():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
     # -- saving ---------------------------------------------------------------------------
 
     def save(
@@ -168,8 +183,7 @@ class Registry:
             relative.as_posix(), sha, note,
         )  # fmt: skip
         try:
-            with self._errors():
-                conn.execute("BEGIN IMMEDIATE")
+            with self._transaction(conn):
                 cursor = conn.execute(
                     "INSERT INTO runs (id, name, created, kind, tags, git_commit, git_dirty, "
                     "dataset, dataset_items, config, ragmeter_version, metric_definitions, "
@@ -183,10 +197,7 @@ class Registry:
                     "INSERT INTO run_tags (run_seq, key, value) VALUES (?, ?, ?)",
                     [(seq, k, v) for k, v in tag_map.items()],
                 )
-                conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             target.unlink(missing_ok=True)
             raise
         return self.get(rid)
@@ -225,13 +236,17 @@ class Registry:
         with self._errors():
             rows = conn.execute(sql, list(args)).fetchall()
             tags: dict[int, dict[str, str]] = {row[0]: {} for row in rows}
-            if rows:
+            if 0 < len(rows) <= 500:
                 marks = ",".join("?" * len(tags))
-                for seq, key, value in conn.execute(
+                found = conn.execute(
                     f"SELECT run_seq, key, value FROM run_tags WHERE run_seq IN ({marks}) "
                     "ORDER BY rowid",
                     list(tags),
-                ):
+                )
+            else:  # many runs: read every tag (no limit on bound parameters to meet)
+                found = conn.execute("SELECT run_seq, key, value FROM run_tags ORDER BY rowid")
+            for seq, key, value in found:
+                if seq in tags:
                     tags[seq][key] = value
             return [record_of(row, self.path.parent, tags[row[0]]) for row in rows]
 
@@ -304,11 +319,9 @@ class Registry:
         record = self.get(ref)
         conn = self._write()
         now = datetime.now(timezone.utc).isoformat()
-        with self._errors():
-            conn.execute("BEGIN IMMEDIATE")
+        with self._transaction(conn):
             conn.execute("UPDATE runs SET pinned_at = NULL WHERE name = ?", [record.name])
             conn.execute("UPDATE runs SET pinned_at = ? WHERE id = ?", [now, record.id])
-            conn.execute("COMMIT")
         return self.get(record.id)
 
     def unpin(self, ref: str | None = None) -> None:
@@ -328,15 +341,37 @@ class Registry:
         """Remove run ``ref`` (its row, tags and scores file); returns what it was."""
         record = self.get(ref)
         conn = self._write()
-        with self._errors():
-            conn.execute("BEGIN IMMEDIATE")
+        with self._transaction(conn):
             seq = conn.execute("SELECT seq FROM runs WHERE id = ?", [record.id]).fetchone()
             if seq is not None:
                 conn.execute("DELETE FROM run_tags WHERE run_seq = ?", [seq[0]])
                 conn.execute("DELETE FROM runs WHERE seq = ?", [seq[0]])
-            conn.execute("COMMIT")
         record.scores_path.unlink(missing_ok=True)
+        self.clean()
         return record
+
+    def clean(self, *, older_than: float = 3600.0) -> list[Path]:
+        """Remove what killed saves left in ``scores/``: scores files no run lists and
+        temporary files, older than ``older_than`` seconds (a save in progress elsewhere
+        is younger); the paths removed. :meth:`rm` calls it."""
+        folder = self.path.parent / "scores"
+        conn = self._db()
+        if conn is None or not folder.is_dir() or not self._writable:
+            return []
+        with self._errors():
+            listed = {Path(row[0]).name for row in conn.execute("SELECT scores_path FROM runs")}
+        cutoff = time.time() - older_than
+        removed: list[Path] = []
+        for path in folder.iterdir():
+            stale = path.name.endswith(".tmp") or path.name.endswith(".jsonl.gz")
+            if stale and path.name not in listed:
+                try:
+                    if path.stat().st_mtime < cutoff:
+                        path.unlink()
+                        removed.append(path)
+                except OSError:  # gone already, or not ours to remove
+                    continue
+        return removed
 
     # -- comparing ------------------------------------------------------------------------
 

@@ -51,6 +51,13 @@ class _ReportBase:
         so scoring pays nothing for it; the ground truth must not change in between)."""
         self._truth = fingerprint
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the dataset fingerprint, not the qrels or samples it would be made from."""
+        state = dict(self.__dict__)
+        if "_truth" in state:
+            state["_truth"] = self.dataset_fingerprint
+        return state
+
     @property
     def dataset_fingerprint(self) -> DatasetFingerprint | None:
         """The :class:`~ragmeter.report.DatasetFingerprint` of the qrels (samples) this

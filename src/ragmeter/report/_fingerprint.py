@@ -210,7 +210,7 @@ class SampleDigests:
 
     def __init__(self, *, keep_items: bool = True, source: Sequence[Any] | None = None) -> None:
         self.total = 0
-        """The sum of the samples' hashes, modulo ``2**256``."""
+        """The sum of the samples' hashes (taken modulo ``2**256`` when read)."""
         self.count = 0
         self.entries = 0
         self.rows: list[tuple[str, int, str]] | None = [] if keep_items else None
@@ -235,15 +235,18 @@ class SampleDigests:
         references = sample.references or ()
         contexts = sample.reference_contexts or ()
         text = (
-            f"{len(sid)}:{sid}\x00{_text(question)}\x00{_text(reference)}\x00"
+            f"{len(sid)}:{sid}\x00"
+            f"{'-' if question is None else f'{len(question)}:{question}'}\x00"
+            f"{'-' if reference is None else f'{len(reference)}:{reference}'}\x00"
             f"{_texts(references) if references else ''}\x00"
             f"{_texts(contexts) if contexts else ''}\x00"
             f"{_texts(judged) if judged else ''}\x00{_texts(spans) if spans else ''}"
         )
-        raw = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        raw = _sha256(text.encode("utf-8", "surrogatepass")).digest()
         count = (reference is not None) + len(references) + len(contexts) + len(judged)
-        count += len(spans) if spans else 0
-        self.total = (self.total + int.from_bytes(raw, "big")) & _MASK
+        if spans:
+            count += len(spans)
+        self.total += _from_bytes(raw, "big")  # reduced modulo 2**256 when read
         self.count += 1
         self.entries += count
         if self.rows is not None:
@@ -275,6 +278,7 @@ class SampleDigests:
         for sid, count, digest in self.rows or ():
             n = seen[sid] = seen.get(sid, 0) + 1
             items[sid if n == 1 else f"{sid}#{n}"] = (count, digest[:16])
+        self.total &= _MASK
         digest = _sha(f"samples\n{self.total:064x}")
         return DatasetFingerprint("samples", digest, self.count, self.entries, items)
 
@@ -282,15 +286,12 @@ class SampleDigests:
 _MASK = (1 << 256) - 1
 
 
-def _text(value: Any) -> str:
-    """A field in an unambiguous form (its length first; ``-`` for ``None``)."""
-    if value is None:
-        return "-"
-    text = str(value)
-    return f"{len(text)}:{text}"
+_sha256 = hashlib.sha256
+_from_bytes = int.from_bytes
 
 
 def _texts(values: Any) -> str:
+    """Texts in an unambiguous form: their number, then each one's length and text."""
     return f"{len(values)}[" + "".join([f"{len(v)}:{v}" for v in map(str, values)])
 
 
