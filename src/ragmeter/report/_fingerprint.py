@@ -51,8 +51,12 @@ def _ids(ids: list[str]) -> str:
     return f"({shown}, ...)" if len(ids) > _SHOWN else f"({shown})"
 
 
+_PLURALS = {"query": "queries"}
+
+
 def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    """``"1 query"``, ``"4 queries"``, ``"12 judgements"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {_PLURALS.get(noun, noun + 's')}"
 
 
 _NOUNS = {
