@@ -16,6 +16,7 @@ from scipy.spatial.distance import cdist
 
 from ragmeter.embed import EmbedOptions, SemanticSimilarity, run_embeddings
 from ragmeter.embed.protocol import as_floats, max_concurrency
+from ragmeter.embed.runner import text_length
 from ragmeter.embed.similarity import cosine, cosines
 from ragmeter.schema import RagSample
 
@@ -121,7 +122,7 @@ def test_texts_go_to_the_model_shortest_first() -> None:
     run_embeddings(batch, [SemanticSimilarity(embedder)], options=EmbedOptions(batch_size=3))
     sent = embedder.texts
     assert sorted(sent) == sorted({t for s in batch for t in SemanticSimilarity().texts(s)})
-    assert [len(t) for t in sent] == sorted(len(t) for t in sent)
+    assert [text_length(t) for t in sent] == sorted(text_length(t) for t in sent)
 
 
 class OneAtATime(CountingEmbedder):
