@@ -246,6 +246,38 @@ def llamaindex_model(model: Any, name: str) -> Any:
     return SharedSentenceTransformer(model, model_name=name)
 
 
+def padded_tokens(tokenizer: Any, samples: list[dict[str, str]], batch: int = 32) -> dict[str, int]:
+    """Tokens the model reads (each text padded to its batch's longest) when Sentence
+    Transformers' ``encode`` gets: SAS's two calls (all answers, all references); the
+    distinct texts in ragmeter's batches of 64, first-seen order, sorted by characters, and
+    sorted by :func:`ragmeter.embed.runner.text_length` (what the runner does). ``encode``
+    sorts each call's texts by characters (longest first) and cuts them in ``batch``."""
+    from ragmeter.embed.runner import text_length
+
+    answers, references = [s["response"] for s in samples], [s["reference"] for s in samples]
+    distinct = list(dict.fromkeys(answers + references))
+    count = {t: len(tokenizer(t)["input_ids"]) for t in distinct}
+
+    def encode(texts: list[str]) -> int:
+        ordered = sorted(texts, key=len, reverse=True)
+        return sum(
+            len(part) * max(count[t] for t in part)
+            for part in (ordered[i : i + batch] for i in range(0, len(ordered), batch))
+        )
+
+    def in_calls(texts: list[str]) -> int:
+        return sum(encode(texts[i : i + 64]) for i in range(0, len(texts), 64))
+
+    return {
+        "sas_tokens": sum(count[t] for t in answers + references),
+        "sas_read": encode(answers) + encode(references),
+        "distinct_tokens": sum(count.values()),
+        "ragmeter_read_first_seen": in_calls(distinct),
+        "ragmeter_read_by_characters": in_calls(sorted(distinct, key=len)),
+        "ragmeter_read_by_text_length": in_calls(sorted(distinct, key=text_length)),
+    }
+
+
 # ------------------------------------------------------------------------------- contenders
 
 Scores = list[float]
@@ -516,6 +548,9 @@ def main() -> None:
         else:
             path = build_bert(folder, vocabulary, args.model)
         contenders = Contenders(path, samples, workdir)
+        tokenizer = getattr(contenders.model, "tokenizer", None)
+        padding = padded_tokens(tokenizer, samples) if args.model != "static" else {}
+        print(json.dumps(padding), flush=True)
         table = contenders.table()
         table["ragmeter offline default (wordllama), new cache file"], load = default_contender(
             samples, workdir
@@ -535,6 +570,7 @@ def main() -> None:
             "repeat": args.repeat,
             "data": data,
             "default_load_seconds": round(load, 3),
+            "padded_tokens": padding,
             "load_average_before_after": [load_before, os.getloadavg()],
             "versions": versions(),
             "rows": rows,
