@@ -40,8 +40,10 @@ _CREATE = (
 _CHUNK = 500  # keys per SELECT ... IN (...): far below SQLite's variable limit
 
 
-def _pack(vector: Sequence[float]) -> bytes:
-    """``vector`` as little-endian float64 bytes."""
+def _pack(vector: Sequence[float] | Any) -> bytes:
+    """``vector`` (a list of floats or a numpy row) as little-endian float64 bytes."""
+    if hasattr(vector, "astype"):  # a numpy row: its bytes in one call
+        return bytes(vector.astype("<f8").tobytes())
     values = array("d", vector)
     if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
         values.byteswap()
@@ -117,7 +119,7 @@ class EmbedCache(SQLiteCache):
                 found[str(key)] = _unpack(blob)
         return found
 
-    def put_many(self, vectors: Mapping[str, Sequence[float]], *, model: str = "") -> bool:
+    def put_many(self, vectors: Mapping[str, Sequence[float] | Any], *, model: str = "") -> bool:
         """Store ``vectors`` (key -> vector) in one transaction (last writer wins; vectors
         for one key are equal).
 

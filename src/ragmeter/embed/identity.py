@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ragmeter.embed.protocol import Vector
+from ragmeter.embed.protocol import Vector, as_floats
 from ragmeter.errors import RagmeterError
 from ragmeter.judge import clean_identity
 
@@ -63,9 +63,7 @@ def vectors_for(
     """
     if len(vectors) != len(texts):
         raise RagmeterError(f"{source} returned {len(vectors)} vectors for {len(texts)} texts")
-    out: list[Vector] = []
     for text, vector in zip(texts, vectors, strict=True):
         if vector is None:
             raise RagmeterError(f"{source} gave no embedding for the text {text[:60]!r}")
-        out.append([float(x) for x in vector])
-    return out
+    return as_floats(vectors)

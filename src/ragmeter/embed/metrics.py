@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from ragmeter.embed.protocol import Embedder
 from ragmeter.embed.similarity import (
@@ -47,6 +47,7 @@ from ragmeter.embed.similarity import (
     best_matches,
     check_threshold,
     cosine,
+    cosines,
     is_zero,
     sentences,
 )
@@ -71,7 +72,8 @@ NO_CONTEXT_TEXT = "no context has text (scored 0.0)"
 Scored = tuple[float, list[str], dict[str, Any] | None]
 """What a metric makes of one sample's vectors: the score, notes, and drill-down detail."""
 
-Vectors = Mapping[str, Sequence[float]]
+Vectors = Mapping[str, Sequence[float] | Matrix]
+"""Text -> its vector (a list of floats, or a row of a numpy matrix)."""
 
 
 def load_default_embedder() -> Embedder:
@@ -125,6 +127,11 @@ class EmbedMetric(RagMetric):
     def compute(self, sample: RagSample, vectors: Vectors) -> Scored:
         """Score ``sample`` from ``vectors`` (text -> vector, holding every :meth:`texts`)."""
         raise NotImplementedError
+
+    def compute_many(self, samples: Sequence[RagSample], vectors: Vectors) -> list[Scored]:
+        """:meth:`compute` for each of ``samples`` (each one it applies to, every text's
+        vector at hand); a metric may do it in one vectorised pass, with the same results."""
+        return [self.compute(sample, vectors) for sample in samples]
 
     def score(self, sample: RagSample) -> float | None:
         """Score one sample on its own (no cache, one batch per call of the model).
@@ -197,7 +204,38 @@ class SemanticSimilarity(EmbedMetric):
             return 0.0, [EMPTY_ANSWER], None
         refs = _references(sample)
         best = max(cosine(vectors[response], vectors[r]) for r in refs)
-        notes = _zero_note(vectors, [response, *refs])
+        return self._scored(best, any(is_zero(vectors[t]) for t in [response, *refs]))
+
+    def compute_many(self, samples: Sequence[RagSample], vectors: Vectors) -> list[Scored]:
+        """:meth:`compute` for many samples: every (answer, reference) cosine in vectorised
+        passes by :func:`~ragmeter.embed.similarity.cosines`, each distinct text's vector
+        scaled once (equal to :meth:`compute` to ~1e-16)."""
+        rows: dict[str, int] = {}  # text -> its row in the matrix
+        left: list[int] = []
+        right: list[int] = []
+        owners: list[int] = []  # pair -> the index of its sample
+        for k, sample in enumerate(samples):
+            response = sample.response or ""
+            if response.strip():
+                for ref in _references(sample):
+                    left.append(rows.setdefault(response, len(rows)))
+                    right.append(rows.setdefault(ref, len(rows)))
+                    owners.append(k)
+        matrix = _matrix(vectors, list(rows))
+        nonzero = cast(list[bool], matrix.any(axis=1).tolist()) if rows else []
+        zero = [not x for x in nonzero]
+        best: dict[int, float] = {}
+        has_zero: dict[int, bool] = {}
+        for k, a, b, value in zip(owners, left, right, cosines(matrix, left, right), strict=True):
+            best[k] = max(best[k], value) if k in best else value
+            has_zero[k] = has_zero.get(k, False) or zero[a] or zero[b]
+        return [
+            self._scored(best[k], has_zero[k]) if k in best else (0.0, [EMPTY_ANSWER], None)
+            for k in range(len(samples))
+        ]
+
+    def _scored(self, best: float, has_zero: bool) -> Scored:
+        notes = [ZERO_VECTOR] if has_zero else []
         if self.threshold is None:
             return best, notes, None
         return (1.0 if best >= self.threshold else 0.0), notes, {"cosine": best}

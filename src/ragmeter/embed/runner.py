@@ -4,7 +4,8 @@
   first; each distinct ``(model, text)`` is embedded at most once per run (and never when
   the cache holds it).
 * **Batched and bounded**: the texts to embed go to the model in batches of at most
-  ``batch_size`` (never an empty one), at most ``concurrency`` batches in flight, each
+  ``batch_size`` (never an empty one), shortest first (:func:`text_length`), at most
+  ``concurrency`` batches in flight (fewer if the embedder has a ``max_concurrency``), each
   with a ``timeout``; transient errors (rate limits, timeouts, 5xx: see
   :func:`~ragmeter.judge.is_transient`) are retried with exponential backoff.
 * **Cached**: vectors are stored in an :class:`~ragmeter.embed.cache.EmbedCache` keyed by
@@ -24,14 +25,15 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragmeter.embed.cache import EmbedCache, embed_key
 from ragmeter.embed.metrics import EmbedMetric, load_default_embedder
-from ragmeter.embed.protocol import Embedder, Vector
-from ragmeter.embed.similarity import finite
+from ragmeter.embed.protocol import Embedder, Vector, max_concurrency
+from ragmeter.embed.similarity import Matrix, finite
 from ragmeter.errors import EmbedderOutputError, InvalidInputError
 from ragmeter.judge import is_transient
 from ragmeter.judge.runner import gather_or_cancel, run_sync
@@ -44,6 +46,7 @@ __all__ = [
     "arun_embeddings",
     "estimate_embeddings",
     "run_embeddings",
+    "text_length",
 ]
 
 
@@ -121,15 +124,43 @@ class _Model:
         self.identity = identity
         self.name = str(identity.get("model", type(embedder).__name__))
         self.owner: dict[str, str] = {}  # text -> the first sample id that needs it
-        self.keys: dict[str, str] = {}  # text -> cache key
-        self.vectors: dict[str, Vector] = {}
+        self._keys: dict[str, str] = {}  # text -> cache key, made when a cache asks
+        self.vectors: dict[str, Vector | Matrix] = {}  # a list, or a row of a batch's matrix
         self.failed: dict[str, str] = {}  # text -> why it has no vector
         self.dim: int | None = None
 
     def need(self, text: str, sample_id: str) -> None:
-        if text not in self.keys:
-            self.keys[text] = embed_key(self.identity, text)
-            self.owner[text] = sample_id
+        self.owner.setdefault(text, sample_id)
+
+    def key(self, text: str) -> str:
+        """The cache key of ``text`` (computed once, only when there is a cache)."""
+        key = self._keys.get(text)
+        if key is None:
+            key = self._keys[text] = embed_key(self.identity, text)
+        return key
+
+    def accept_many(self, texts: Sequence[str], vectors: Sequence[Any]) -> list[Vector | Matrix]:
+        """Check and keep one batch's vectors in one numpy pass (rows of one float64
+        matrix); a batch that fails the check goes through :meth:`accept`, which names the
+        text at fault."""
+        import numpy as np
+
+        try:
+            matrix = np.asarray(vectors, dtype=np.float64)
+        except (TypeError, ValueError):  # ragged, or not numbers: accept() says which
+            matrix = None
+        if (
+            matrix is None
+            or matrix.ndim != 2
+            or matrix.shape != (len(texts), self.dim or matrix.shape[1])
+            or matrix.shape[1] == 0
+            or not np.isfinite(matrix).all()
+        ):
+            return [self.accept(t, v) for t, v in zip(texts, vectors, strict=True)]
+        self.dim = matrix.shape[1]
+        rows = list(matrix)
+        self.vectors.update(zip(texts, rows, strict=True))
+        return rows
 
     def accept(self, text: str, vector: Sequence[float]) -> Vector:
         """Check one vector (finite, the model's length) and keep it."""
@@ -214,9 +245,10 @@ def estimate_embeddings(
     _, occurrences, _ = _plan(samples, metrics, models)
     distinct = cached = calls = 0
     for model in _distinct(models):
-        held = cache.get_many(list(model.keys.values())) if cache is not None else {}
-        missing = len(model.keys) - len(held)
-        distinct += len(model.keys)
+        keys = [model.key(t) for t in model.owner] if cache is not None else []
+        held = cache.get_many(keys) if cache is not None else {}
+        missing = len(model.owner) - len(held)
+        distinct += len(model.owner)
         cached += len(held)
         calls += math.ceil(missing / opts.batch_size)
     return EmbedEstimate(
@@ -245,14 +277,14 @@ class _Batches:
         self.run = run
         self.opts = opts
         self.cache = cache
-        self.sem = asyncio.Semaphore(opts.concurrency)
+        self.sems: dict[int, asyncio.Semaphore] = {}  # id(model) -> its bound
         self.progress = progress
         self.total = total
         self.done = 0
 
     async def one(self, model: _Model, chunk: list[str]) -> None:
         """Embed ``chunk`` (what the cache still lacks of it), keep and cache the vectors."""
-        async with self.sem:
+        async with self._sem(model):
             texts = self._not_cached_meanwhile(model, chunk)
             if texts:
                 vectors = await self._call(model, texts)
@@ -262,18 +294,26 @@ class _Batches:
         if self.progress:
             self.progress(min(self.done, self.total), self.total)
 
+    def _sem(self, model: _Model) -> asyncio.Semaphore:
+        """The model's bound: ``concurrency`` calls in flight, or fewer when the embedder
+        says it takes fewer (its ``max_concurrency``, e.g. 1 for a local model run in a
+        thread); waiting for it is not part of a call's ``timeout``."""
+        sem = self.sems.get(id(model))
+        if sem is None:
+            limit = max_concurrency(model.embedder)
+            sem = asyncio.Semaphore(min(self.opts.concurrency, limit or self.opts.concurrency))
+            self.sems[id(model)] = sem
+        return sem
+
     def _not_cached_meanwhile(self, model: _Model, texts: list[str]) -> list[str]:
         if self.cache is None:
             return texts
-        held = self.cache.get_many([model.keys[t] for t in texts])
-        rest = []
-        for text in texts:
-            vector = held.get(model.keys[text])
-            if vector is None:
-                rest.append(text)
-            else:
-                model.accept(text, vector)
-                self.run.cache_hits += 1
+        held = self.cache.get_many([model.key(t) for t in texts])
+        rest = [t for t in texts if model.key(t) not in held]
+        if len(rest) < len(texts):
+            hits = [t for t in texts if model.key(t) in held]
+            model.accept_many(hits, [held[model.key(t)] for t in hits])
+            self.run.cache_hits += len(hits)
         return rest
 
     async def _call(self, model: _Model, texts: list[str]) -> list[Vector] | None:
@@ -313,9 +353,12 @@ class _Batches:
         return None  # pragma: no cover - the loop always returns
 
     def _keep(self, model: _Model, texts: list[str], vectors: list[Vector]) -> None:
-        kept = {model.keys[t]: model.accept(t, v) for t, v in zip(texts, vectors, strict=True)}
+        rows = model.accept_many(texts, vectors)
         self.run.embedded += len(texts)
-        if self.cache is not None and not self.cache.put_many(kept, model=model.name):
+        if self.cache is None:
+            return
+        kept = {model.key(t): row for t, row in zip(texts, rows, strict=True)}
+        if not self.cache.put_many(kept, model=model.name):
             self.run.cache_writes_skipped += len(kept)
             self.run.cache_write_problem = self.cache.write_problem
 
@@ -338,12 +381,13 @@ async def arun_embeddings(
         for name, why in reasons.items():
             run.scores.setdefault(sid, {})[name] = None
             run.reasons.setdefault(sid, {})[name] = why
-    total = sum(len(m.keys) for m in _distinct(models))
+    total = sum(len(m.owner) for m in _distinct(models))
     batches = _Batches(run, opts, cache, progress, total)
     tasks: list[asyncio.Future[None]] = []
     for model in _distinct(models):
         pending = _from_cache(model, cache, run)
-        batches.done += len(model.keys) - len(pending)
+        batches.done += len(model.owner) - len(pending)
+        pending.sort(key=text_length)  # a batch of like lengths pads least
         for start in range(0, len(pending), opts.batch_size):
             chunk = pending[start : start + opts.batch_size]
             tasks.append(asyncio.ensure_future(batches.one(model, chunk)))
@@ -354,34 +398,69 @@ async def arun_embeddings(
     return run
 
 
+_PIECES = re.compile(r"\w+|[^\w\s]")
+
+
+def text_length(text: str) -> tuple[int, int]:
+    """How long ``text`` is for a model, roughly: its words and punctuation marks (the
+    pieces a BERT-style tokenizer splits first; each is one token or more), then its
+    characters. The runner sends texts in this order, so a model that pads a batch to its
+    longest text pads least: sorted by characters alone (what Sentence Transformers'
+    ``encode`` does inside a call), the model read 31% more tokens than the benchmark's
+    texts hold (``docs/semantic_speed.md``), sorted by pieces 1% more.
+
+    >>> text_length("Paris, France."), sorted(["a b c", "abcdefgh", "a, b"], key=text_length)
+    ((4, 14), ['abcdefgh', 'a, b', 'a b c'])
+    """
+    return len(_PIECES.findall(text)), len(text)
+
+
 def _from_cache(model: _Model, cache: EmbedCache | None, run: EmbedRun) -> list[str]:
     """Serve the model's texts the cache holds; the texts still to embed, in order."""
-    held = cache.get_many(list(model.keys.values())) if cache is not None else {}
-    pending: list[str] = []
-    for text, key in model.keys.items():
-        vector = held.get(key)
-        if vector is None:
-            pending.append(text)
-        else:
-            model.accept(text, vector)
-            run.cache_hits += 1
-    return pending
+    if cache is None:
+        return list(model.owner)
+    held = cache.get_many([model.key(t) for t in model.owner])
+    hits = [t for t in model.owner if model.key(t) in held]
+    for start in range(0, len(hits), 4096):  # one matrix per 4096 vectors
+        chunk = hits[start : start + 4096]
+        model.accept_many(chunk, [held[model.key(t)] for t in chunk])
+    run.cache_hits += len(hits)
+    return [t for t in model.owner if model.key(t) not in held]
 
 
 def _score(jobs: _Plan, run: EmbedRun) -> None:
+    """Each job's score: ``None`` with the reasons when a text it needs has no vector, else
+    the metric's :meth:`~ragmeter.embed.metrics.EmbedMetric.compute_many` over all the
+    samples it scores with one model (one vectorised pass)."""
+    groups: dict[tuple[int, int], tuple[EmbedMetric, _Model, list[RagSample]]] = {}
     for sample, metric, model in jobs:
         row = run.scores.setdefault(sample.id, {})
-        failed = sorted({model.failed[t] for t in metric.texts(sample) if t in model.failed})
-        if failed:
-            row[metric.name] = None
-            run.reasons.setdefault(sample.id, {})[metric.name] = "; ".join(failed)
-            continue
-        value, notes, detail = metric.compute(sample, model.vectors)
-        row[metric.name] = value
-        if notes:
-            run.notes.setdefault(sample.id, {})[metric.name] = notes
-        if detail:
-            run.details.setdefault(sample.id, {})[metric.name] = detail
+        row[metric.name] = None
+        if model.failed:
+            failed = sorted({model.failed[t] for t in metric.texts(sample) if t in model.failed})
+            if failed:
+                run.reasons.setdefault(sample.id, {})[metric.name] = "; ".join(failed)
+                continue
+        groups.setdefault((id(metric), id(model)), (metric, model, []))[2].append(sample)
+    for metric, model, samples in groups.values():
+        scored = metric.compute_many(samples, model.vectors)
+        for sample, (value, notes, detail) in zip(samples, scored, strict=True):
+            _keep_score(run, sample.id, metric.name, value, notes, detail)
+
+
+def _keep_score(
+    run: EmbedRun,
+    sample_id: str,
+    name: str,
+    value: float,
+    notes: list[str],
+    detail: dict[str, Any] | None,
+) -> None:
+    run.scores[sample_id][name] = value
+    if notes:
+        run.notes.setdefault(sample_id, {})[name] = notes
+    if detail:
+        run.details.setdefault(sample_id, {})[name] = detail
 
 
 def run_embeddings(

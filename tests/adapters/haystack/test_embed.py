@@ -8,6 +8,7 @@ returns (Haystack's ``MockTextEmbedder``/``MockDocumentEmbedder``: deterministic
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -84,6 +85,43 @@ def test_sync_component_is_warmed_up_once_and_runs_off_the_loop_thread() -> None
     assert comp.warm_ups == 1
     assert loop_thread not in comp.threads and len(comp.threads) == 2 * len(TEXTS)
     assert asyncio.run(e.embed(["banana"])) == [[6.0, 3.0, 1.0]]
+
+
+@component
+class SlowDocumentEmbedder:
+    """A sync-only document embedder (like a local model) that records overlapping runs."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.most_at_once = 0
+        self.guard = threading.Lock()
+
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document]) -> dict[str, Any]:
+        with self.guard:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        time.sleep(0.02)
+        with self.guard:
+            self.running -= 1
+        out = [
+            Document(content=d.content, embedding=[float(len(d.content or ""))]) for d in documents
+        ]
+        return {"documents": out}
+
+
+def test_a_component_without_run_async_runs_once_at_a_time_and_says_so() -> None:
+    comp = SlowDocumentEmbedder()
+    e = embedder(comp)
+    assert e.max_concurrency == 1  # the runner then sends one batch at a time
+    assert embedder(MockDocumentEmbedder(dimension=4)).max_concurrency is None  # run_async
+
+    async def go() -> list[list[list[float]]]:
+        return await asyncio.gather(*(e.embed([t, t + "!"]) for t in TEXTS))
+
+    got = asyncio.run(go())  # even called at once, its run() never overlaps itself
+    assert comp.most_at_once == 1
+    assert got == [[[float(len(t))], [float(len(t) + 1)]] for t in TEXTS]
 
 
 def test_identity_is_class_and_init_parameters_without_secrets() -> None:

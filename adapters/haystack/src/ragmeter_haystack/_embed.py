@@ -67,7 +67,11 @@ class HaystackEmbedder:
     The component is warmed up once (``warm_up()``, in a worker thread) before its first run.
     A document embedder embeds a whole batch in one ``run``; a text embedder is run once per
     text, one after another within a batch (ragmeter's runner bounds how many batches are in
-    flight). ``run_async`` is used when the component has it, else ``run`` in a worker thread.
+    flight). ``run_async`` is used when the component has it (the remote embedders: several
+    batches in flight), else ``run`` in a worker thread, one ``run`` at a time: as in a
+    Haystack pipeline, a component's ``run`` is never called from two threads at once (and
+    a local model, such as Sentence Transformers', does not share its CPU with its own
+    concurrent calls).
     A document embedder embeds ``Document(content=text)`` with no meta, so
     ``meta_fields_to_embed`` add nothing; its ``prefix``/``suffix`` apply as in an indexing
     pipeline. ``identity`` is the framework, the component class and its serialised init
@@ -80,6 +84,13 @@ class HaystackEmbedder:
         self.component = component
         self._warm = False
         self._warm_lock = threading.Lock()
+        self._run_lock = threading.Lock()  # one synchronous run() at a time
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """1 for a component with no ``run_async`` (its ``run`` goes to a worker thread, one
+        at a time), ``None`` (the runner's ``concurrency``) for one with it."""
+        return None if callable(getattr(self.component, "run_async", None)) else 1
 
     @property
     def identity(self) -> Mapping[str, Any]:
@@ -103,13 +114,17 @@ class HaystackEmbedder:
         if callable(run_async):
             result = await run_async(**inputs)
         else:
-            result = await asyncio.to_thread(self.component.run, **inputs)
+            result = await asyncio.to_thread(self._run_sync, inputs)
         if not isinstance(result, Mapping):
             raise RagmeterError(
                 f"haystack {type(self.component).__name__}.run returned "
                 f"{type(result).__name__}, not a dict of outputs"
             )
         return result
+
+    def _run_sync(self, inputs: Mapping[str, Any]) -> Any:
+        with self._run_lock:
+            return self.component.run(**inputs)
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         """One vector per text, in order (see the class docstring for how it runs)."""
