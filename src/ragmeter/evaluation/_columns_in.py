@@ -10,7 +10,7 @@ words of :func:`ragmeter.io.arrow.run_from_arrow`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,7 +21,16 @@ import numpy.typing as npt
 from ragmeter.errors import InvalidInputError
 from ragmeter.io.scores import require_pyarrow
 
-__all__ = ["RunColumns", "RunRows", "as_table", "check_parquet", "is_path", "run_columns"]
+__all__ = [
+    "RunColumns",
+    "RunRows",
+    "as_strings",
+    "as_table",
+    "check_parquet",
+    "is_path",
+    "parquet_batches",
+    "run_columns",
+]
 
 
 def is_path(value: object) -> bool:
@@ -37,6 +46,34 @@ def check_parquet(path: Any, columns: Mapping[str, str], what: str) -> None:
     if not where.is_file():
         raise FileNotFoundError(2, f"{what} file not found", str(where))
     _check_names(pq.read_schema(where).names, columns, what)
+
+
+READ_ROWS = 1 << 20
+"""Rows of a Parquet file decoded at a time (a row group at a time when it is no bigger)."""
+
+
+def parquet_batches(path: str | os.PathLike[str], columns: list[str]) -> Iterator[Any]:
+    """The record batches of some columns of a Parquet file, in row order, each at most
+    :data:`READ_ROWS` rows or one row group.
+
+    Arrow decodes a whole row group (``read_row_group``) at less CPU than record batches cut
+    across row groups, and a memory-mapped file is read without copying; row groups much
+    bigger than ``READ_ROWS`` are read in batches, so memory stays bounded. One thread:
+    Arrow's threaded decoding of string pages costs more CPU. ``ParquetFile``, not
+    ``read_table`` (which imports ``pyarrow.dataset``, and pandas with it).
+    """
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path, memory_map=True) as parquet:
+        meta = parquet.metadata
+        for group in range(meta.num_row_groups):
+            if meta.row_group(group).num_rows <= 4 * READ_ROWS:
+                table = parquet.read_row_group(group, columns=columns, use_threads=False)
+                yield from table.to_batches()
+            else:
+                yield from parquet.iter_batches(
+                    batch_size=READ_ROWS, row_groups=[group], columns=columns, use_threads=False
+                )
 
 
 class RunRows(Protocol):
@@ -56,14 +93,15 @@ def as_table(value: Any, columns: Mapping[str, str], what: str) -> Any:
     pa = require_pyarrow()
     names = list(columns.values())
     if is_path(value):
-        import pyarrow.parquet as pq
-
         path = Path(value)
         check_parquet(path, columns, what)
-        # ParquetFile, not read_table (which imports pyarrow.dataset, and pandas with it);
-        # one thread: arrow's threaded decoding of string pages costs 3x the CPU
-        with pq.ParquetFile(path) as parquet:
-            return parquet.read(columns=names, use_threads=False)
+        batches = list(parquet_batches(path, names))
+        if batches:
+            return pa.Table.from_batches(batches)
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+        return pa.table([pa.array([], schema.field(n).type) for n in names], names=names)
     module = type(value).__module__.split(".", 1)[0]
     if isinstance(value, pa.RecordBatch):
         value = pa.Table.from_batches([value])
@@ -240,7 +278,7 @@ def encoded(column: Any) -> tuple[list[npt.NDArray[np.int32]], Any]:
     return indices, values
 
 
-def _as_strings(column: Any) -> Any:
+def as_strings(column: Any) -> Any:
     """An id column as ``string``/``large_string`` (ints as their digits, dictionaries and
     views decoded)."""
     pa = require_pyarrow()
@@ -277,5 +315,5 @@ def run_columns(table: Any, names: Mapping[str, str], offset: int = 0) -> RunCol
     found = [p for p in [*problems, score_problem] if p is not None]
     if found:
         raise InvalidInputError(min(found, key=lambda p: p[0])[1])  # ties: query, doc, score
-    columns = [_as_strings(qcol), _as_strings(dcol), floats]
+    columns = [as_strings(qcol), as_strings(dcol), floats]
     return RunColumns(pa.table(columns, names=["query_id", "doc_id", "score"]))
