@@ -13,15 +13,26 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ragmeter import evaluate_run
 from ragmeter.errors import InvalidInputError
 from ragmeter.evaluation import _columns_qrels
 from ragmeter.evaluation._columns_keys import block_starts, may_repeat, string_keys
 from ragmeter.evaluation._columns_qrels import qrels_columns
-from ragmeter.io.arrow import qrels_from_arrow
+from ragmeter.evaluation.columnar import evaluate_run_columns
+from ragmeter.io.arrow import qrels_from_arrow, run_from_arrow
+
+
+def outcome(fn: Any) -> Any:
+    try:
+        return ("report", repr(fn().to_dict()))
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
 
 NAMES = {"query_id": "query_id", "doc_id": "doc_id", "relevance": "relevance"}
 # ids of every length around a word (8 bytes), prefixes of each other, non-ASCII, empty
@@ -51,16 +62,24 @@ def test_blocks_are_groupbys(values: list[str], cuts: list[int], wide: bool) -> 
     assert firsts.to_pylist() == [v for v, _ in itertools.groupby(values)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     pairs=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(IDS)), max_size=40),
     cuts=cuts_st,
+    step=st.sampled_from([1, 3, 1 << 16]),
 )
 def test_may_repeat_is_false_only_without_a_repeat(
-    pairs: list[tuple[int, str]], cuts: list[int]
+    monkeypatch: pytest.MonkeyPatch, pairs: list[tuple[int, str]], cuts: list[int], step: int
 ) -> None:
-    block = np.array([b for b, _ in pairs], dtype=np.int64)
-    found = may_repeat(chunked([d for _, d in pairs], cuts), block)
+    from ragmeter.evaluation import _columns_keys
+
+    monkeypatch.setattr(_columns_keys, "STEP", step)
+    pairs = sorted(pairs, key=lambda p: p[0])  # blocks of rows, in any doc order
+    blocks = [b for b, _ in pairs]
+    heads = np.array([i for i, b in enumerate(blocks) if i == 0 or b != blocks[i - 1]])
+    found = may_repeat(chunked([d for _, d in pairs], cuts), heads.astype(np.int64))
     if len(set(pairs)) < len(pairs):
         assert found
     else:  # 64-bit keys of a few dozen distinct pairs: a collision would be a broken hash
@@ -125,3 +144,67 @@ def test_a_collision_of_keys_takes_the_exact_path(monkeypatch: pytest.MonkeyPatc
 def test_int_ids_of_grouped_qrels_are_their_digits() -> None:
     table = pa.table({"query_id": [7, 7, -3], "doc_id": [10, 2, 10], "relevance": [1, 1, 2]})
     assert read(lambda: qrels_columns(table, NAMES)) == read(lambda: qrels_from_arrow(table))
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    group=st.sampled_from([97, 500, 4000]),
+    batch=st.sampled_from([64, 1000, 1 << 20]),
+    repeat=st.booleans(),
+)
+def test_parquet_files_with_long_query_blocks_score_as_evaluate_run(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    seed: int,
+    group: int,
+    batch: int,
+    repeat: bool,
+) -> None:
+    """Run and qrels files as retrieval writes them (each query's rows in one block, its ids
+    stored as dictionary pages, read by their indices), cut in row groups, read in batches
+    smaller and larger than a row group: the report of ``evaluate_run`` on the same data,
+    bit for bit; a repeated judgement (``repeat``) is read as ``qrels_from_arrow`` reads it."""
+    from ragmeter.evaluation import _columns_in, _columns_stream
+
+    monkeypatch.setattr(_columns_stream, "BATCH_ROWS", batch)
+    monkeypatch.setattr(_columns_in, "READ_ROWS", max(1, batch // 4))
+    rng = np.random.default_rng(seed)
+    n_q, depth = 60, 40
+    docs = [f"doc{i}" for i in rng.permutation(5000)[: n_q * depth]]
+    run = pa.table(
+        {
+            "query_id": [f"query-{i}" for i in np.repeat(np.arange(n_q), depth)],
+            "doc_id": docs,
+            "score": rng.integers(0, 8, n_q * depth).astype(float) / 2,  # many ties
+        }
+    )
+    owner = np.repeat(np.arange(n_q + 5), 8)  # 5 judged queries without rows
+    judged = [docs[i] if i < len(docs) else f"other{i}" for i in rng.integers(0, 6000, len(owner))]
+    if repeat:
+        judged[9] = judged[8]
+    qrels = pa.table(
+        {
+            "query_id": [f"query-{i}" for i in owner],
+            "doc_id": judged,
+            "relevance": rng.integers(-1, 4, len(owner)),
+        }
+    )
+    folder = tmp_path_factory.mktemp("files")
+    pq.write_table(run, folder / "run.parquet", row_group_size=group)
+    pq.write_table(qrels, folder / "qrels.parquet", row_group_size=group)
+    assert _columns_in._dictionary_pages(
+        pq.ParquetFile(folder / "run.parquet").metadata, "query_id"
+    )
+
+    def ours() -> Any:
+        return evaluate_run_columns(
+            folder / "qrels.parquet", folder / "run.parquet", per_query=False
+        )
+
+    def theirs() -> Any:
+        return evaluate_run(qrels_from_arrow(qrels), run_from_arrow(run), per_query=False)
+
+    assert outcome(ours) == outcome(theirs)

@@ -52,19 +52,26 @@ READ_ROWS = 1 << 20
 """Rows of a Parquet file decoded at a time (a row group at a time when it is no bigger)."""
 
 
-def parquet_batches(path: str | os.PathLike[str], columns: list[str]) -> Iterator[Any]:
+def parquet_batches(
+    path: str | os.PathLike[str], columns: list[str], ids: str | None = None
+) -> Iterator[Any]:
     """The record batches of some columns of a Parquet file, in row order, each at most
-    :data:`READ_ROWS` rows or one row group.
+    :data:`READ_ROWS` rows or one row group; the ``ids`` column read as an Arrow dictionary
+    when its pages are dictionary-encoded (a query id repeated on many rows: its indices are
+    decoded, not a string per row).
 
     Arrow decodes a whole row group (``read_row_group``) at less CPU than record batches cut
-    across row groups, and a memory-mapped file is read without copying; row groups much
-    bigger than ``READ_ROWS`` are read in batches, so memory stays bounded. One thread:
-    Arrow's threaded decoding of string pages costs more CPU. ``ParquetFile``, not
-    ``read_table`` (which imports ``pyarrow.dataset``, and pandas with it).
+    across row groups (a sixth, for row groups of 100k rows); row groups much bigger than
+    ``READ_ROWS`` are read in batches, so memory stays bounded. Not memory-mapped: the pages
+    read would count in the resident set until the file is closed. One thread: Arrow's
+    threaded decoding of string pages costs more CPU. ``ParquetFile``, not ``read_table``
+    (which imports ``pyarrow.dataset``, and pandas with it).
     """
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path, memory_map=True) as parquet:
+    with pq.ParquetFile(path) as probe:
+        dictionary = [ids] if ids is not None and _dictionary_pages(probe.metadata, ids) else None
+    with pq.ParquetFile(path, read_dictionary=dictionary) as parquet:
         meta = parquet.metadata
         for group in range(meta.num_row_groups):
             if meta.row_group(group).num_rows <= 4 * READ_ROWS:
@@ -74,6 +81,26 @@ def parquet_batches(path: str | os.PathLike[str], columns: list[str]) -> Iterato
                 yield from parquet.iter_batches(
                     batch_size=READ_ROWS, row_groups=[group], columns=columns, use_threads=False
                 )
+
+
+def _dictionary_pages(meta: Any, column: str) -> bool:
+    """Whether a string column is dictionary-encoded in every row group of a file: under 4
+    bytes a value before compression (a plain string takes its 4-byte length and its bytes)."""
+    if meta.num_row_groups == 0:
+        return False
+    first = meta.row_group(0)
+    where = [i for i in range(first.num_columns) if first.column(i).path_in_schema == column]
+    if len(where) != 1:
+        return False
+    for group in range(meta.num_row_groups):
+        chunk = meta.row_group(group).column(where[0])
+        if (
+            chunk.physical_type != "BYTE_ARRAY"
+            or not chunk.has_dictionary_page
+            or chunk.total_uncompressed_size >= 4 * chunk.num_values
+        ):
+            return False
+    return True
 
 
 class RunRows(Protocol):
@@ -88,14 +115,15 @@ def as_table(value: Any, columns: Mapping[str, str], what: str) -> Any:
     """``value`` as a ``pyarrow.Table`` with only the given columns (``role -> name``).
 
     Takes a ``pyarrow.Table`` or ``RecordBatch``, a pandas or polars ``DataFrame``, or the
-    path of a Parquet file (its id columns read as dictionaries: no string per row).
+    path of a Parquet file (its query id column read as a dictionary when the file stores
+    it so: see :func:`parquet_batches`).
     """
     pa = require_pyarrow()
     names = list(columns.values())
     if is_path(value):
         path = Path(value)
         check_parquet(path, columns, what)
-        batches = list(parquet_batches(path, names))
+        batches = list(parquet_batches(path, names, columns.get("query_id")))
         if batches:
             return pa.Table.from_batches(batches)
         import pyarrow.parquet as pq

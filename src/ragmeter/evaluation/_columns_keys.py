@@ -14,7 +14,7 @@ exact path.
 >>> rows.tolist(), values.to_pylist()
 ([0, 2, 4], ['q1', 'q2', 'q1'])
 >>> docs = pa.chunked_array([["a", "b", "a"], ["b", "a"]])
->>> may_repeat(docs, np.array([0, 0, 1, 1, 2])), may_repeat(docs, np.array([0, 0, 0, 1, 2]))
+>>> may_repeat(docs, rows), may_repeat(docs, np.array([0, 3, 4]))  # blocks ab|ab|a, aba|b|a
 (False, True)
 """
 
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from ragmeter.evaluation._columns_in import strings_of
 
-__all__ = ["block_starts", "may_repeat", "string_keys"]
+__all__ = ["STEP", "block_starts", "may_repeat", "string_keys"]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _FMIX = (np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53))
@@ -37,9 +37,12 @@ _LOW_BYTES = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [2**64 - 1], dtyp
 
 def block_starts(column: Any) -> tuple[npt.NDArray[np.int64], Any]:
     """The rows (ascending, row 0 first) where a string column's value differs from the row
-    before it, the starts of its blocks of equal values, and those values (an array of the
-    column's type). ``column`` is a ``string`` or ``large_string`` array or chunked array
-    without nulls."""
+    before it, the starts of its blocks of equal values, and those values (``large_string``).
+
+    ``column`` is a ``string``, ``large_string`` or dictionary-of-strings array or chunked
+    array without nulls. Dictionary indices are compared, not strings: a dictionary holding a
+    value twice may cut a block in two (two starts with one value), never join two.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -51,16 +54,23 @@ def block_starts(column: Any) -> tuple[npt.NDArray[np.int64], Any]:
         n = len(chunk)
         if n == 0:
             continue
-        differ = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1))
-        local = np.flatnonzero(differ.to_numpy(zero_copy_only=False)) + 1
+        if pa.types.is_dictionary(chunk.type):
+            codes = chunk.indices.to_numpy(zero_copy_only=False)
+            local = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+        else:
+            differ = pc.not_equal(chunk.slice(1), chunk.slice(0, n - 1))
+            local = np.flatnonzero(differ.to_numpy(zero_copy_only=False)) + 1
         if offset == 0 or chunk[0].as_py() != last:
             local = np.concatenate([np.zeros(1, dtype=local.dtype), local])
         rows.append(local.astype(np.int64) + offset)
-        values.append(chunk.take(local))
+        heads = chunk.take(local)
+        if pa.types.is_dictionary(heads.type):
+            heads = heads.dictionary_decode()
+        values.append(heads.cast(pa.large_string()))
         last = chunk[n - 1].as_py()
         offset += n
     if not rows:
-        return np.empty(0, dtype=np.int64), pa.array([], column.type)
+        return np.empty(0, dtype=np.int64), pa.array([], pa.large_string())
     return np.concatenate(rows), pa.concat_arrays(values)
 
 
@@ -99,12 +109,31 @@ def string_keys(array: Any) -> npt.NDArray[np.uint64]:
     return _fmix(keys)
 
 
-def may_repeat(column: Any, block: npt.NDArray[np.int64]) -> bool:
-    """Whether a string column may hold one value twice within a block (``block[i]``: the
-    block of row ``i``). ``False`` is certain; ``True`` may be a collision of the keys."""
-    if len(block) < 2:
+STEP = 1 << 16
+"""Rows hashed at a time: temporaries that fit in a cache and are reused, not fresh pages."""
+
+
+def may_repeat(column: Any, heads: npt.NDArray[np.int64]) -> bool:
+    """Whether a string column may hold one value twice within a block of rows (the blocks
+    start at the rows ``heads``, ascending, ``heads[0] == 0``). ``False`` is certain; ``True``
+    may be a collision of the keys."""
+    n = len(column)
+    if n < 2:
         return False
-    keys = np.concatenate([string_keys(c) for c in getattr(column, "chunks", [column]) if len(c)])
-    keys += _fmix(block.astype(np.uint64) * _MIX)
-    _fmix(keys).sort()
+    keys = np.empty(n, dtype=np.uint64)
+    at = 0
+    for chunk in getattr(column, "chunks", [column]):
+        for lo in range(0, len(chunk), STEP):
+            part = chunk.slice(lo, STEP)
+            hi = at + len(part)
+            first = np.searchsorted(heads, at, side="right") - 1  # the block of row `at`
+            inside = heads[np.searchsorted(heads, at + 1) : np.searchsorted(heads, hi)]
+            marks = np.zeros(hi - at, dtype=np.uint64)
+            marks[inside - at] = 1
+            block = np.cumsum(marks, out=marks) + np.uint64(first)
+            part_keys = string_keys(part)
+            part_keys += _fmix(block * _MIX)
+            keys[at:hi] = _fmix(part_keys)
+            at = hi
+    keys.sort()
     return bool(np.any(keys[1:] == keys[:-1]))

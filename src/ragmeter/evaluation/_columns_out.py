@@ -80,7 +80,8 @@ def prepare_qrels(plan: RunPlan) -> Prepared:
 
     qrels = plan.qrels
     if isinstance(qrels, ColumnQrels):  # read from a table: its columns as they are
-        jstart, jdocs, grades = qrels.starts, qrels.docs, qrels.grades.astype(np.float64)
+        jstart, jdocs = qrels.starts, qrels.docs
+        grades = np.asarray(qrels.grades, dtype=np.float64)
         qids = strings_of(qrels.id_array)
     else:
         jstart, listed, graded = _judgements(plan)

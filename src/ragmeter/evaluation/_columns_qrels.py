@@ -46,7 +46,7 @@ class ColumnQrels(Mapping[str, Mapping[str, float]]):
         self.ids: list[str] = [str(x) for x in ids.to_pylist()]
         self.starts = starts
         self.docs = docs
-        """The judged doc ids (a ``pyarrow.large_string`` array)."""
+        """The judged doc ids (a ``pyarrow`` ``string`` or ``large_string`` array)."""
         self.grades = grades
         """The grades (a numpy array, int64 or float64 as the column was)."""
         self._position: dict[str, int] | None = None
@@ -158,19 +158,21 @@ def _grouped(qcol: Any, dcol: Any, grades: Any) -> ColumnQrels | None:
     are one block and no query judges a doc twice (a qrels file as usually written); else
     ``None``, and the general reading (which finds and names the repeats) is needed."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    queries, docs = as_strings(qcol), as_strings(dcol)
-    heads, ids = block_starts(queries)
-    if pc.count_distinct(ids).as_py() < len(ids):  # a query in two blocks
+    kind = qcol.type.value_type if pa.types.is_dictionary(qcol.type) else qcol.type
+    if kind == qcol.type or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        qcol = as_strings(qcol)  # a dictionary of strings is read by its indices
+    heads, ids = block_starts(qcol)
+    out = ColumnQrels(ids, np.append(heads, len(qcol)).astype(np.int64), None, grades)
+    if len(set(out.ids)) < len(out.ids):  # a query in two blocks
         return None
-    block = np.zeros(len(queries), dtype=np.int64)
-    block[heads[1:]] = 1
-    if may_repeat(docs, np.cumsum(block, out=block)):
+    docs = as_strings(dcol)
+    if may_repeat(docs, heads):
         return None
-    starts = np.append(heads, len(queries)).astype(np.int64)
-    docs = docs.cast(pa.large_string())
-    return ColumnQrels(ids.cast(pa.large_string()), starts, docs.combine_chunks(), grades)
+    if docs.nbytes >= 2**31 - 1 and not pa.types.is_large_string(docs.type):
+        docs = docs.cast(pa.large_string())  # one array: 32-bit offsets would overflow
+    out.docs = docs.combine_chunks() if hasattr(docs, "combine_chunks") else docs
+    return out
 
 
 def _drop_repeats(

@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.evaluation._columns_in import RunColumns, as_table, parquet_batches, run_columns
+from ragmeter.evaluation._columns_in import (
+    RunColumns,
+    as_strings,
+    as_table,
+    parquet_batches,
+    run_columns,
+)
 from ragmeter.evaluation._columns_out import column_scores, prepare_qrels
 from ragmeter.evaluation.scoring import RunPlan
 from ragmeter.metrics.columns import ColumnScores, SplitQueryError, outputs
@@ -75,7 +81,10 @@ def _blocks(path: str | os.PathLike[str], names: Mapping[str, str]) -> Iterator[
     qname = names["query_id"]
     carry: list[Any] = []  # batches read and not scored yet
     held = offset = 0
-    for batch in parquet_batches(path, list(names.values())):
+    for batch in parquet_batches(path, list(names.values()), qname):
+        at = batch.schema.get_field_index(qname)
+        if pa.types.is_dictionary(batch.schema.field(at).type):  # decoded: one call per batch
+            batch = batch.set_column(at, qname, as_strings(batch.column(at)))
         carry.append(batch)
         held += batch.num_rows
         if held < BATCH_ROWS:
