@@ -24,7 +24,8 @@ from ragmeter.evaluation import _columns_qrels
 from ragmeter.evaluation._columns_keys import block_starts, may_repeat, string_keys
 from ragmeter.evaluation._columns_qrels import qrels_columns
 from ragmeter.evaluation.columnar import evaluate_run_columns
-from ragmeter.io.arrow import qrels_from_arrow, run_from_arrow
+from ragmeter.io.arrow import qrels_from_arrow
+from ragmeter.io.trec import TREC_ORDERING, Run
 
 
 def outcome(fn: Any) -> Any:
@@ -154,6 +155,8 @@ def test_int_ids_of_grouped_qrels_are_their_digits() -> None:
     group=st.sampled_from([97, 500, 4000]),
     batch=st.sampled_from([64, 1000, 1 << 20]),
     repeat=st.booleans(),
+    shuffle=st.booleans(),
+    twice=st.booleans(),
 )
 def test_parquet_files_with_long_query_blocks_score_as_evaluate_run(
     tmp_path_factory: pytest.TempPathFactory,
@@ -162,11 +165,15 @@ def test_parquet_files_with_long_query_blocks_score_as_evaluate_run(
     group: int,
     batch: int,
     repeat: bool,
+    shuffle: bool,
+    twice: bool,
 ) -> None:
     """Run and qrels files as retrieval writes them (each query's rows in one block, its ids
     stored as dictionary pages, read by their indices), cut in row groups, read in batches
     smaller and larger than a row group: the report of ``evaluate_run`` on the same data,
-    bit for bit; a repeated judgement (``repeat``) is read as ``qrels_from_arrow`` reads it."""
+    bit for bit; a repeated judgement (``repeat``) is read as ``qrels_from_arrow`` reads it,
+    rows in any order (``shuffle``: the file read whole) score the same, and a doc ranked
+    twice (``twice``) is refused with the same message."""
     from ragmeter.evaluation import _columns_in, _columns_stream
 
     monkeypatch.setattr(_columns_stream, "BATCH_ROWS", batch)
@@ -174,6 +181,8 @@ def test_parquet_files_with_long_query_blocks_score_as_evaluate_run(
     rng = np.random.default_rng(seed)
     n_q, depth = 60, 40
     docs = [f"doc{i}" for i in rng.permutation(5000)[: n_q * depth]]
+    if twice:
+        docs[depth * 7 + 3] = docs[depth * 7 + 30]
     run = pa.table(
         {
             "query_id": [f"query-{i}" for i in np.repeat(np.arange(n_q), depth)],
@@ -181,6 +190,8 @@ def test_parquet_files_with_long_query_blocks_score_as_evaluate_run(
             "score": rng.integers(0, 8, n_q * depth).astype(float) / 2,  # many ties
         }
     )
+    if shuffle:
+        run = run.take(rng.permutation(len(run)))
     owner = np.repeat(np.arange(n_q + 5), 8)  # 5 judged queries without rows
     judged = [docs[i] if i < len(docs) else f"other{i}" for i in rng.integers(0, 6000, len(owner))]
     if repeat:
@@ -195,16 +206,21 @@ def test_parquet_files_with_long_query_blocks_score_as_evaluate_run(
     folder = tmp_path_factory.mktemp("files")
     pq.write_table(run, folder / "run.parquet", row_group_size=group)
     pq.write_table(qrels, folder / "qrels.parquet", row_group_size=group)
-    assert _columns_in._dictionary_pages(
-        pq.ParquetFile(folder / "run.parquet").metadata, "query_id"
-    )
+    if not shuffle:  # the ids as retrieval writes them: read by their dictionary indices
+        meta = pq.ParquetFile(folder / "run.parquet").metadata
+        assert _columns_in._dictionary_pages(meta, "query_id")
 
     def ours() -> Any:
         return evaluate_run_columns(
             folder / "qrels.parquet", folder / "run.parquet", per_query=False
         )
 
-    def theirs() -> Any:
-        return evaluate_run(qrels_from_arrow(qrels), run_from_arrow(run), per_query=False)
+    def theirs() -> Any:  # a doc ranked twice: the ranking as it stands (run_from_arrow refuses)
+        ranked: dict[str, list[tuple[float, str]]] = {}
+        for q, d, score in zip(*run.to_pydict().values(), strict=True):
+            ranked.setdefault(q, []).append((score, d))
+        lists = {q: [d for _, d in sorted(v, reverse=True)] for q, v in ranked.items()}
+        as_run = Run(lists, ordering=TREC_ORDERING)
+        return evaluate_run(qrels_from_arrow(qrels), as_run, per_query=False)
 
     assert outcome(ours) == outcome(theirs)

@@ -1,11 +1,13 @@
-"""A Parquet run scored batch by batch: memory bounded by one batch, not by the file.
+"""A Parquet run scored block by block: memory bounded by one block, not by the file.
 
-:func:`stream_scores` reads a run file a record batch at a time, cuts each batch after its
-last complete query (the rows of the query still being read wait for the next batch) and
-scores it with the columnar kernel, merging the per-query values. A run whose queries are not
-each in one block of rows (an unsorted file) cannot be scored this way: then the whole file is
-read and scored at once, with the same result. :class:`ParquetRun` answers the few questions a
-message asks of the whole run (its first query ids, one query's ranking) by reading it again.
+:func:`stream_scores` reads a run file a row group at a time
+(:func:`~ragmeter.evaluation._columns_in.parquet_batches`), gathers about :data:`BATCH_ROWS`
+rows, cuts them after their last complete query (the rows of the query still being read wait
+for the next block) and scores them with the columnar kernel, merging the per-query values. A
+run whose queries are not each in one block of rows (an unsorted file) cannot be scored this
+way: then the whole file is read and scored at once, with the same result. :class:`ParquetRun`
+answers the few questions a message asks of the whole run (its first query ids, one query's
+ranking) by reading it again.
 """
 
 from __future__ import annotations
