@@ -211,6 +211,10 @@ def _stops(label: str, pts: list[tuple[int, float, float]]) -> str:
     return label if last[0] >= FULL else f"{label} (run to {last[0] // 1000}k)"
 
 
+COLORS = {"ragmeter": "C0", "ragmeter columns": "C0", "pytrec_eval": "C1", "ir_measures": "C2",
+          "ranx": "C3", BEFORE: "C4", "ragmeter dicts": "C5"}  # fmt: skip
+"""One color per library in both panels."""
+
 NOT_RUN = (
     "A line stopping at 100k: that library at 1M queries does not fit this 23 GB machine "
     "(from memory, the peers' input dicts with scores take over 13 GB; from Parquet, ranx "
@@ -226,7 +230,7 @@ def _plot(rows: list[dict[str, Any]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 6.2), sharey=True)
     for lib in (*LIBS, BEFORE):
         pts = sorted(
             (r["n"], 1e6 * r["cpu_s"] / r["n"], r["peak_mb"]) for r in rows if r["lib"] == lib
@@ -235,7 +239,7 @@ def _plot(rows: list[dict[str, Any]]) -> None:
             label = lib if lib != "ranx" else "ranx (Qrels/Run from dicts; numba compile apart)"
             style = "--" if lib == BEFORE else "-"
             left.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o",
-                      label=_stops(label, pts))  # fmt: skip
+                      color=COLORS.get(lib), label=_stops(label, pts))  # fmt: skip
     left.set_title("from memory: evaluate_run on dicts (bench_scale_retrieval.py)")
     columnar = RESULTS / "columnar.json"
     files = json.loads(columnar.read_text())["rows"] if columnar.exists() else []
@@ -250,7 +254,7 @@ def _plot(rows: list[dict[str, Any]]) -> None:
         )
         if pts:
             right.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                       label=_stops(names.get(lib, lib), pts))  # fmt: skip
+                       color=COLORS.get(lib), label=_stops(names.get(lib, lib), pts))  # fmt: skip
         user = sorted(
             (r["n_queries"], 1e6 * r["user_s"] / r["n_queries"])
             for r in files
@@ -266,7 +270,7 @@ def _plot(rows: list[dict[str, Any]]) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("queries (100 docs each)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
     left.set_ylabel("CPU time per query (µs)")
     fig.suptitle("Retrieval evaluation, 1k to 1M queries: CPU time per query (lower is better)")
     fig.text(0.5, 0.01, NOT_RUN, ha="center", fontsize=7, wrap=True)

@@ -10,8 +10,8 @@ rows at a time, whole row groups (a query cut at a block end is carried over), s
 bounded by one block and the qrels. Query ids stored as Parquet dictionary pages are read by
 their indices, and qrels grouped by query are used as they are, without a hash table over
 their rows (:mod:`ragmeter.evaluation._columns_qrels`). ``benchmarks/bench_columnar.py``: 1M
-queries x 100 docs from Parquet in 14-15 s of user CPU, the same per query as 100k, and 930 MB
-at peak (the qrels' columns, one block and a million queries' values).
+queries x 100 docs from Parquet in 12.8 s of CPU (10.0 s user), 100k in 1.0 s, and 950 MB at
+peak at 1M (the qrels' columns, one block and a million queries' values).
 
 The report is the one :func:`ragmeter.evaluate_run` makes, bit for bit (every per-query value,
 mean, warning and convention), for the run ``{query_id: [doc_id, ...]}`` the table stands for:
