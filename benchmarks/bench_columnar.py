@@ -20,9 +20,11 @@ its fastest input path, in a fresh process (so its peak resident set size is its
 
 Times are CPU seconds of the child process (``time.process_time``, so other work on a shared
 machine barely counts), best of ``--repeat`` runs, split into ``load_s`` (file to the
-library's structures) and ``score_s``; ``peak_mb`` is the child's peak RSS (``ru_maxrss``)
-minus its RSS after imports. The means of every library are checked against ragmeter's
-before anything is written. Results go to ``benchmarks/results/columnar.json``.
+library's structures) and ``score_s``, and into ``user_s`` and ``sys_s`` (``getrusage``, the
+same section: on a shared virtual machine the system time of first touching fresh pages varies
+several-fold between runs, the user time little); ``peak_mb`` is the child's peak RSS
+(``ru_maxrss``) minus its RSS after imports. The means of every library are checked against
+ragmeter's before anything is written. Results go to ``benchmarks/results/columnar.json``.
 
 Run::
 
@@ -146,13 +148,23 @@ def _cpu() -> float:
     return time.process_time()
 
 
+_MARK: list[Any] = []
+"""``getrusage`` where the runner's timed section (load and score) began."""
+
+
+def _mark() -> float:
+    """Start the timed section: :func:`_cpu`, and the usage for ``user_s``/``sys_s``."""
+    _MARK[:] = [resource.getrusage(resource.RUSAGE_SELF)]
+    return _cpu()
+
+
 def run_ragmeter_columns(run: Path, qrels: Path) -> dict[str, Any]:
     import pyarrow.compute  # noqa: F401  (imported before the clock starts, as for every library)
 
     from ragmeter import evaluate_run_columns
     from ragmeter.evaluation import _columns_out  # noqa: F401
 
-    t0 = _cpu()
+    t0 = _mark()
     report = evaluate_run_columns(
         qrels, run, k_values=(10, 100), metrics=["ndcg", "recall", "precision", "mrr", "map"],
         per_query=False,
@@ -169,7 +181,7 @@ def run_ragmeter_dicts(run: Path, qrels: Path) -> dict[str, Any]:
     from ragmeter import evaluate_run
     from ragmeter.io.arrow import qrels_from_arrow, run_from_arrow
 
-    t0 = _cpu()
+    t0 = _mark()
     q = qrels_from_arrow(pq.read_table(qrels))
     r = run_from_arrow(pq.read_table(run))
     t1 = _cpu()
@@ -198,7 +210,7 @@ def run_ranx(run: Path, qrels: Path) -> dict[str, Any]:
         Run.from_df(tiny_r, q_id_col="query_id"),
         metrics,
     )  # fmt: skip
-    t1 = _cpu()
+    t1 = _mark()
     # ranx asserts object (Python str) id columns, and pandas 3 reads Parquet strings as
     # `str`: then from_parquet fails, and the frames are converted for from_df
     try:
@@ -241,7 +253,7 @@ def _dicts(run: Path, qrels: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def run_pytrec_eval(run: Path, qrels: Path) -> dict[str, Any]:
     import pytrec_eval
 
-    t0 = _cpu()
+    t0 = _mark()
     qd, rd = _dicts(run, qrels)
     t1 = _cpu()
     measures = {"ndcg_cut.10", "recall.100", "P.10", "recip_rank", "map"}
@@ -257,7 +269,7 @@ def run_ir_measures(run: Path, qrels: Path) -> dict[str, Any]:
     import pandas as pd
     from ir_measures import MAP, RR, P, R, nDCG
 
-    t0 = _cpu()
+    t0 = _mark()
     qdf = pd.read_parquet(qrels).astype({"query_id": object, "doc_id": object})
     rdf = pd.read_parquet(run).astype({"query_id": object, "doc_id": object})
     t1 = _cpu()
@@ -294,7 +306,12 @@ def child(library: str, run: str, qrels: str) -> None:
 
     base = _rss_mb()
     out = RUNNERS[library](Path(run), Path(qrels))
-    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    out["peak_mb"] = after.ru_maxrss / 1024 - base
+    # user and system CPU of the timed section: on a shared virtual machine the system part
+    # (first touches of fresh pages) varies several-fold from run to run
+    out["user_s"] = after.ru_utime - _MARK[0].ru_utime
+    out["sys_s"] = after.ru_stime - _MARK[0].ru_stime
     print(json.dumps(out))
 
 

@@ -1,5 +1,5 @@
-"""Time per query of ``evaluate_run`` from dicts, 1k to 1M queries, beside pytrec_eval and
-ir_measures; and ``evaluate_run_file`` on a 1M-query run file in bounded memory.
+"""Time per query of ``evaluate_run`` from dicts, 1k to 1M queries, beside pytrec_eval,
+ir_measures and ranx; and ``evaluate_run_file`` on a 1M-query run file in bounded memory.
 
 Every measurement runs in a fresh child process: it builds the data (``make_data`` of
 ``bench_retrieval.py``: 1-20 judgements a query, 100 docs a ranking, fresh id strings), calls
@@ -7,7 +7,17 @@ the library once to warm it, then times the call ``--repeats`` times and keeps t
 time (``time.process_time``: robust to other load on a shared machine). Peak memory is the
 growth of the resident set during one call (``VmHWM`` reset through ``/proc/self/clear_refs``,
 minus ``VmRSS`` before), so C/C++ allocations count too. Each library computes NDCG@10,
-recall@100, P@10, MRR and MAP; ragmeter's means are checked against pytrec_eval's.
+recall@100, P@10, MRR and MAP; ragmeter's means are checked against pytrec_eval's. ranx is
+called from dicts (``Qrels(dict)``, ``Run(dict)``: its fastest input from memory, building its
+numba typed dicts is timed as pytrec_eval's own structures are) with ``threads=1``; numba
+compiles its kernels on the first call, so the warm-up call (50 queries) is reported apart as
+``compile_s`` and not in the time per query.
+
+The plot (``--plot``, or after any run) has two panels: the scoring from memory measured here,
+and the scoring from Parquet files of ``bench_columnar.py`` (``results/columnar.json``: each
+library by its fastest input path, read plus score; ragmeter's ``evaluate_run_columns`` to 1M
+queries). A library is run up to the largest size that fits this machine (23 GB): its line
+stops there, and the legend says so with its memory at that size.
 
 ``--file N`` writes a TREC run of ``N`` queries x 100 docs to a temporary directory (about
 3.5 GB at 1M; deleted after) and scores it with ``evaluate_run_file(per_query=False)`` and
@@ -18,6 +28,8 @@ resident set over the qrels already in memory.
     python benchmarks/bench_scale_retrieval.py --sizes 1000,10000,100000,1000000 --libs ragmeter
     python benchmarks/bench_scale_retrieval.py --file 1000000        # item 4: the 1M file
     python benchmarks/bench_scale_retrieval.py --libs ragmeter --before /path/to/old/src
+    python benchmarks/bench_scale_retrieval.py --sizes 1000,10000,100000 --libs ranx
+    python benchmarks/bench_scale_retrieval.py --plot                 # redraw from the results
 
 Results go to ``benchmarks/results/scale_retrieval.json`` (merged with earlier runs by
 library and size) and the plot to ``benchmarks/results/scale_retrieval.png`` (needs
@@ -42,7 +54,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-LIBS = ("ragmeter", "pytrec_eval", "ir_measures")
+LIBS = ("ragmeter", "pytrec_eval", "ir_measures", "ranx")
 BEFORE = "ragmeter (before)"
 """ragmeter run from another source tree (``--before SRC``), e.g. the last release's."""
 DEPTH = 100
@@ -87,11 +99,17 @@ def _child_dicts(lib: str, n: int, repeats: int) -> dict[str, Any]:
         fn = br.run_ragmeter
     else:
         run = {}
-        fn = br.run_pytrec_eval if lib == "pytrec_eval" else br.run_ir_measures
+        peers = {"pytrec_eval": br.run_pytrec_eval, "ranx": br.run_ranx}
+        fn = peers.get(lib, br.run_ir_measures)
     small = dict(list(qrels.items())[:50])
+    start = time.process_time()  # the first call: imports, and numba's compilation (ranx)
     fn(small, {q: run[q] for q in small if q in run}, {q: scored[q] for q in small if q in scored})
+    warm = time.process_time() - start
     cpu, peak, means = _measure(lambda: fn(qrels, run, scored), repeats)
-    return {"lib": lib, "n": n, "cpu_s": cpu, "peak_mb": peak, "means": means}
+    out = {"lib": lib, "n": n, "cpu_s": cpu, "peak_mb": peak, "means": means}
+    if lib == "ranx":
+        out["compile_s"] = warm
+    return out
 
 
 def _write_run(n: int, path: Path) -> dict[str, dict[str, int]]:
@@ -183,26 +201,80 @@ def _save(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
+FULL = 1_000_000
+"""The largest size: a library whose line stops before it did not fit."""
+
+
+def _stops(label: str, pts: list[tuple[int, float, float]]) -> str:
+    """A legend label; for a line that stops short of :data:`FULL`, where it stops."""
+    last = max(pts)
+    return label if last[0] >= FULL else f"{label} (run to {last[0] // 1000}k)"
+
+
+COLORS = {"ragmeter": "C0", "ragmeter columns": "C0", "pytrec_eval": "C1", "ir_measures": "C2",
+          "ranx": "C3", BEFORE: "C4", "ragmeter dicts": "C5"}  # fmt: skip
+"""One color per library in both panels."""
+
+NOT_RUN = (
+    "A line stopping at 100k: that library at 1M queries does not fit this 23 GB machine "
+    "(from memory, the peers' input dicts with scores take over 13 GB; from Parquet, ranx "
+    "peaks at 5.3 GB and pytrec_eval at 2.5 GB at 100k, growing linearly). ranx's numba "
+    "compilation (5-7 s a fresh process) is not counted."
+)
+
+
 def _plot(rows: list[dict[str, Any]]) -> None:
+    """Time per query: from memory (``rows``) and from Parquet (``results/columnar.json``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 6.2), sharey=True)
     for lib in (*LIBS, BEFORE):
-        pts = sorted((r["n"], 1e6 * r["cpu_s"] / r["n"]) for r in rows if r["lib"] == lib)
+        pts = sorted(
+            (r["n"], 1e6 * r["cpu_s"] / r["n"], r["peak_mb"]) for r in rows if r["lib"] == lib
+        )
         if pts:
+            label = lib if lib != "ranx" else "ranx (Qrels/Run from dicts; numba compile apart)"
             style = "--" if lib == BEFORE else "-"
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=lib)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("queries (100 docs each)")
-    ax.set_ylabel("CPU time per query (µs)")
-    ax.set_title("evaluate_run from dicts: time per query")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+            left.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o",
+                      color=COLORS.get(lib), label=_stops(label, pts))  # fmt: skip
+    left.set_title("from memory: evaluate_run on dicts (bench_scale_retrieval.py)")
+    columnar = RESULTS / "columnar.json"
+    files = json.loads(columnar.read_text())["rows"] if columnar.exists() else []
+    names = {"ragmeter columns": "ragmeter evaluate_run_columns",
+             "ragmeter dicts": "ragmeter run_from_arrow + evaluate_run",
+             "ranx": "ranx (read_parquet + from_df; numba compile apart)"}  # fmt: skip
+    for lib in dict.fromkeys(r["library"] for r in files):
+        pts = sorted(
+            (r["n_queries"], r["per_query_us"], r["peak_mb"])
+            for r in files
+            if r["library"] == lib and "per_query_us" in r
+        )
+        if pts:
+            right.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                       color=COLORS.get(lib), label=_stops(names.get(lib, lib), pts))  # fmt: skip
+        user = sorted(
+            (r["n_queries"], 1e6 * r["user_s"] / r["n_queries"])
+            for r in files
+            if r["library"] == lib == "ragmeter columns" and "user_s" in r
+        )
+        if user:  # the system part is first touches of pages, noisy on a shared machine
+            color = right.lines[-1].get_color()
+            right.plot([p[0] for p in user], [p[1] for p in user], ":", marker=".",
+                       color=color, label=f"{names[lib]}: user CPU only")  # fmt: skip
+    right.set_title("from Parquet files: read + score (bench_columnar.py)")
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("queries (100 docs each)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
+    left.set_ylabel("CPU time per query (µs)")
+    fig.suptitle("Retrieval evaluation, 1k to 1M queries: CPU time per query (lower is better)")
+    fig.text(0.5, 0.01, NOT_RUN, ha="center", fontsize=7, wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(RESULTS / "scale_retrieval.png", dpi=110)
 
 
@@ -220,6 +292,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--file", type=int, default=0, help="score a run file of N queries")
     parser.add_argument("--before", help="also time ragmeter from this src directory")
+    parser.add_argument("--plot", action="store_true", help="only redraw the plot")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -228,6 +301,9 @@ def main() -> None:
         else:
             lib, n = args.child[0], int(args.child[1])
             print(json.dumps(_child_dicts(lib, n, args.repeats)))
+        return
+    if args.plot:
+        _plot(json.loads((RESULTS / "scale_retrieval.json").read_text()))
         return
     rows: list[dict[str, Any]] = []
     if args.file:

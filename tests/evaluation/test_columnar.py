@@ -425,9 +425,10 @@ def test_a_parquet_run_read_a_batch_at_a_time_scores_the_same(
     batch: int,
 ) -> None:
     """Queries cut across batches, or not grouped at all (then the file is read whole)."""
-    from ragmeter.evaluation import _columns_stream
+    from ragmeter.evaluation import _columns_in, _columns_stream
 
     monkeypatch.setattr(_columns_stream, "BATCH_ROWS", batch)
+    monkeypatch.setattr(_columns_in, "READ_ROWS", max(1, batch // 2))  # row groups of 5 in parts
     if grouped:
         rows = sorted(rows, key=lambda r: r[0])
     path = tmp_path_factory.mktemp("runs") / "run.parquet"

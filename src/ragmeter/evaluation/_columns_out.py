@@ -80,11 +80,13 @@ def prepare_qrels(plan: RunPlan) -> Prepared:
 
     qrels = plan.qrels
     if isinstance(qrels, ColumnQrels):  # read from a table: its columns as they are
-        jstart, jdocs, grades = qrels.starts, qrels.docs, qrels.grades.astype(np.float64)
+        jstart, jdocs = qrels.starts, qrels.docs
+        grades = np.asarray(qrels.grades, dtype=np.float64)
+        qids = strings_of(qrels.id_array)
     else:
         jstart, listed, graded = _judgements(plan)
         jdocs, grades = pa.array(listed, pa.large_string()), np.asarray(graded, np.float64)
-    qids = strings_of(pa.array(list(qrels), pa.large_string()))
+        qids = strings_of(pa.array(list(qrels), pa.large_string()))
     return qids, jstart, strings_of(jdocs), grades, query_table(qids)
 
 

@@ -6,6 +6,13 @@ queries in the same order with the same judgements), without a Python object per
 result, :class:`ColumnQrels`, is a ``{query_id: {doc_id: grade}}`` mapping whose inner dicts
 are built only when a query is looked up (a missing query, a message), while the columnar
 kernel reads its flat arrays.
+
+Qrels as usually written, each query's rows in one block and no doc judged twice for a query,
+are read without an Arrow hash table over the rows: the blocks are found by comparing each
+row with the one before it, and the absence of a repeated judgement is proven by 64-bit keys
+(:mod:`ragmeter.evaluation._columns_keys`); the columns are then used as they are. Other qrels
+(interleaved queries, a repeat, or a collision of keys) are read through Arrow dictionaries and
+sorted, which finds and names every repeat.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ import numpy.typing as npt
 
 from ragmeter._types import MAX_GRADE
 from ragmeter.errors import InvalidInputError
-from ragmeter.evaluation._columns_in import encoded, first_true, id_problem, where
+from ragmeter.evaluation._columns_in import as_strings, encoded, first_true, id_problem, where
+from ragmeter.evaluation._columns_keys import block_starts, may_repeat
 from ragmeter.io.scores import require_pyarrow
 
 __all__ = ["ColumnQrels", "qrels_columns"]
@@ -32,18 +40,25 @@ class ColumnQrels(Mapping[str, Mapping[str, float]]):
     :class:`~ragmeter.io.Records` (read notes the report carries).
     """
 
-    def __init__(
-        self, ids: list[str], starts: npt.NDArray[np.int64], docs: Any, grades: Any
-    ) -> None:
-        self.ids = ids
+    def __init__(self, ids: Any, starts: npt.NDArray[np.int64], docs: Any, grades: Any) -> None:
+        self.id_array = ids
+        """The query ids (a ``pyarrow.large_string`` array)."""
+        self.ids: list[str] = [str(x) for x in ids.to_pylist()]
         self.starts = starts
         self.docs = docs
-        """The judged doc ids (a ``pyarrow.large_string`` array)."""
+        """The judged doc ids (a ``pyarrow`` ``string`` or ``large_string`` array)."""
         self.grades = grades
         """The grades (a numpy array, int64 or float64 as the column was)."""
-        self.position = dict(zip(ids, range(len(ids)), strict=True))
+        self._position: dict[str, int] | None = None
         self.source = "<arrow>"
         self.warnings: list[str] = []
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Each query's place in ``ids`` (made when a query is first looked up)."""
+        if self._position is None:
+            self._position = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return self._position
 
     def __getitem__(self, qid: str) -> Mapping[str, float]:
         i = self.position[qid]
@@ -74,7 +89,9 @@ def _grade_problem(table: Any, names: Mapping[str, str]) -> tuple[Any, tuple[int
     target = pa.float64() if pa.types.is_floating(kind) else pa.int64()
     values = pc.cast(column, target)
     nulls = first_true(pc.is_null(values)) if values.null_count else None
-    grades = values.fill_null(0).to_numpy()  # (pa.scalar and its kin import pandas)
+    if nulls is not None:
+        values = values.fill_null(0)
+    grades = values.to_numpy()  # (pa.scalar and its kin import pandas)
     limit = int(MAX_GRADE) if target == pa.int64() else MAX_GRADE
     outside = np.flatnonzero(~((grades >= -limit) & (grades <= limit)))  # NaN: outside
     rows = [r for r in (nulls, int(outside[0]) if len(outside) else None) if r is not None]
@@ -116,6 +133,9 @@ def qrels_columns(table: Any, names: Mapping[str, str]) -> ColumnQrels:
         if row:  # a doc judged twice with two grades before it is named first
             qrels_columns(table.slice(0, row), names)
         raise InvalidInputError(message)
+    grouped = _grouped(qcol, dcol, grades)
+    if grouped is not None:
+        return grouped
     qchunks, qids = encoded(qcol)
     dchunks, dids = encoded(dcol)
     q = np.concatenate([*qchunks, np.empty(0, np.int32)]).astype(np.int64)
@@ -128,9 +148,30 @@ def qrels_columns(table: Any, names: Mapping[str, str]) -> ColumnQrels:
     present = counts > 0
     starts = np.concatenate([[0], np.cumsum(counts[present])]).astype(np.int64)
     by_rank = np.argsort(_first_seen(q, len(qids)))
-    ids = [str(x) for x in qids.take(by_rank[present]).to_pylist()]
-    out = ColumnQrels(ids, starts, dids.take(d[kept]), grades[kept])
+    out = ColumnQrels(qids.take(by_rank[present]), starts, dids.take(d[kept]), grades[kept])
     out.warnings = notes
+    return out
+
+
+def _grouped(qcol: Any, dcol: Any, grades: Any) -> ColumnQrels | None:
+    """The qrels read without hashing an id per row in an Arrow table, when each query's rows
+    are one block and no query judges a doc twice (a qrels file as usually written); else
+    ``None``, and the general reading (which finds and names the repeats) is needed."""
+    import pyarrow as pa
+
+    kind = qcol.type.value_type if pa.types.is_dictionary(qcol.type) else qcol.type
+    if kind == qcol.type or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        qcol = as_strings(qcol)  # a dictionary of strings is read by its indices
+    heads, ids = block_starts(qcol)
+    out = ColumnQrels(ids, np.append(heads, len(qcol)).astype(np.int64), None, grades)
+    if len(set(out.ids)) < len(out.ids):  # a query in two blocks
+        return None
+    docs = as_strings(dcol)
+    if may_repeat(docs, heads):
+        return None
+    if docs.nbytes >= 2**31 - 1 and not pa.types.is_large_string(docs.type):
+        docs = docs.cast(pa.large_string())  # one array: 32-bit offsets would overflow
+    out.docs = docs.combine_chunks() if hasattr(docs, "combine_chunks") else docs
     return out
 
 

@@ -1,11 +1,13 @@
-"""A Parquet run scored batch by batch: memory bounded by one batch, not by the file.
+"""A Parquet run scored block by block: memory bounded by one block, not by the file.
 
-:func:`stream_scores` reads a run file a record batch at a time, cuts each batch after its
-last complete query (the rows of the query still being read wait for the next batch) and
-scores it with the columnar kernel, merging the per-query values. A run whose queries are not
-each in one block of rows (an unsorted file) cannot be scored this way: then the whole file is
-read and scored at once, with the same result. :class:`ParquetRun` answers the few questions a
-message asks of the whole run (its first query ids, one query's ranking) by reading it again.
+:func:`stream_scores` reads a run file a row group at a time
+(:func:`~ragmeter.evaluation._columns_in.parquet_batches`), gathers about :data:`BATCH_ROWS`
+rows, cuts them after their last complete query (the rows of the query still being read wait
+for the next block) and scores them with the columnar kernel, merging the per-query values. A
+run whose queries are not each in one block of rows (an unsorted file) cannot be scored this
+way: then the whole file is read and scored at once, with the same result. :class:`ParquetRun`
+answers the few questions a message asks of the whole run (its first query ids, one query's
+ranking) by reading it again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.evaluation._columns_in import RunColumns, as_table, run_columns
+from ragmeter.evaluation._columns_in import (
+    RunColumns,
+    as_strings,
+    as_table,
+    parquet_batches,
+    run_columns,
+)
 from ragmeter.evaluation._columns_out import column_scores, prepare_qrels
 from ragmeter.evaluation.scoring import RunPlan
 from ragmeter.metrics.columns import ColumnScores, SplitQueryError, outputs
@@ -24,7 +32,8 @@ from ragmeter.metrics.columns import ColumnScores, SplitQueryError, outputs
 __all__ = ["BATCH_ROWS", "ParquetRun", "stream_scores"]
 
 BATCH_ROWS = 1 << 20
-"""Rows read from the file at a time."""
+"""Rows scored at a time, at least (whole queries: the rows of a query cut at the end of a
+block wait for the next)."""
 
 _EXAMPLES = 4
 """Query ids a message shows (as :mod:`ragmeter.evaluation.scoring`)."""
@@ -40,13 +49,9 @@ class ParquetRun:
 
     def _batches(self) -> Iterator[RunColumns]:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        with pq.ParquetFile(self.path) as parquet:
-            for batch in parquet.iter_batches(
-                batch_size=BATCH_ROWS, columns=list(self.names.values()), use_threads=False
-            ):
-                yield run_columns(pa.Table.from_batches([batch]), self.names)
+        for batch in parquet_batches(self.path, list(self.names.values())):
+            yield run_columns(pa.Table.from_batches([batch]), self.names)
 
     def first_query_ids(self, n: int) -> list[str]:
         if len(self.first_ids) >= n:
@@ -70,29 +75,31 @@ class ParquetRun:
 
 
 def _blocks(path: str | os.PathLike[str], names: Mapping[str, str]) -> Iterator[tuple[Any, int]]:
-    """``(table, offset)``: the file's rows in blocks that end with a complete query."""
+    """``(table, offset)``: the file's rows in blocks of about :data:`BATCH_ROWS` rows or
+    more, each ending with a complete query (the rows of the last query wait for the next)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     qname = names["query_id"]
-    carry: list[Any] = []
-    offset = 0
-    with pq.ParquetFile(path) as parquet:
-        for batch in parquet.iter_batches(
-            batch_size=BATCH_ROWS, columns=list(names.values()), use_threads=False
-        ):
-            table = pa.Table.from_batches([*carry, batch])
-            ids = table.column(qname)
-            if len(ids) == 0:
-                continue
-            same = pc.equal(ids, ids[len(ids) - 1]).to_numpy(zero_copy_only=False)
-            cut = len(same) - int(np.argmin(same[::-1])) if not same.all() else 0
-            carry = table.slice(cut).to_batches()
-            if cut:
-                yield table.slice(0, cut), offset
-                offset += cut
-    if carry:
+    carry: list[Any] = []  # batches read and not scored yet
+    held = offset = 0
+    for batch in parquet_batches(path, list(names.values()), qname):
+        at = batch.schema.get_field_index(qname)
+        if pa.types.is_dictionary(batch.schema.field(at).type):  # decoded: one call per batch
+            batch = batch.set_column(at, qname, as_strings(batch.column(at)))
+        carry.append(batch)
+        held += batch.num_rows
+        if held < BATCH_ROWS:
+            continue
+        table = pa.Table.from_batches(carry)
+        ids = table.column(qname)
+        same = pc.equal(ids, ids[len(ids) - 1]).to_numpy(zero_copy_only=False)
+        cut = len(same) - int(np.argmin(same[::-1])) if not same.all() else 0
+        carry, held = table.slice(cut).to_batches(), len(same) - cut
+        if cut:
+            yield table.slice(0, cut), offset
+            offset += cut
+    if held:
         yield pa.Table.from_batches(carry), offset
 
 
