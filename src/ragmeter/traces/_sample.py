@@ -65,9 +65,12 @@ def _made(model: type[Any], defaults: dict[str, Any], values: dict[str, Any]) ->
     return made
 
 
+_STR = frozenset({str})
+
+
 def _texts(value: Any) -> bool:
-    """A ``list[str]`` the schema keeps as it is."""
-    return value.__class__ is list and all(item.__class__ is str for item in value)
+    """A ``list[str]`` the schema keeps as it is (no ``str`` subclass either)."""
+    return value.__class__ is list and _STR.issuperset(map(type, value))
 
 
 def _text(value: Any) -> bool:
