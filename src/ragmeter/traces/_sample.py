@@ -48,7 +48,6 @@ def _defaults(model: type[Any]) -> dict[str, Any]:
 
 
 _SAMPLE_DEFAULTS = _defaults(RagSample)
-_STAGE_DEFAULTS = _defaults(Stage)
 
 
 def _made(model: type[Any], defaults: dict[str, Any], values: dict[str, Any]) -> Any:
@@ -86,49 +85,71 @@ def _count(value: Any) -> bool:
 
 
 def _stage(values: dict[str, Any]) -> Stage | None:
-    """A :class:`Stage` of ``values`` if each is what the schema accepts unchanged."""
-    name, ids, inputs = values["name"], values["ids"], values.get("inputs")
+    """A :class:`Stage` of ``values`` (every field, in the schema's order, and ``"set"``: the
+    fields given) if each value is what the schema accepts unchanged."""
+    name, ids, inputs, depth = values["name"], values["ids"], values["inputs"], values["depth"]
     if (
         name.__class__ is not str
         or not name
         or values["kind"] not in STAGE_KINDS
         or (ids is not None and not _texts(ids))
         or (inputs is not None and not _texts(inputs))
-        or not _text(values.get("query"))
-        or not _text(values.get("error"))
-        or not _millis(values.get("latency_ms"))
-        or values["depth"].__class__ is not int
-        or values["depth"] < 0
+        or not _text(values["query"])
+        or not _text(values["error"])
+        or not _millis(values["latency_ms"])
+        or depth.__class__ is not int
+        or depth < 0
     ):
         return None
-    made: Stage = _made(Stage, _STAGE_DEFAULTS, values)
+    given = values.pop("set")
+    made = object.__new__(Stage)
+    _set(made, "__dict__", values)
+    _set(made, "__pydantic_fields_set__", given)
+    _set(made, "__pydantic_extra__", None)
+    _set(made, "__pydantic_private__", None)
     return made
+
+
+_ALWAYS = ("name", "kind", "ids", "depth")
 
 
 def _stage_values(
     stage: StageRecord, name: str, children: Sequence[str] | None, names: Mapping[int, str]
 ) -> dict[str, Any]:
-    """One stage's fields, as :func:`ragmeter.capture.stage_list` writes them."""
+    """One stage's fields as :func:`ragmeter.capture.stage_list` writes them: every field of
+    :class:`Stage` in its order (``None`` where it writes none), and under ``"set"`` the
+    fields it writes."""
     ids = stage.ids
-    out: dict[str, Any] = {
+    given = set(_ALWAYS)
+    inputs: list[str] | None = [
+        i if isinstance(i, str) else names.get(id(i), str(i.name)) for i in stage.inputs or ()
+    ]
+    inputs.extend(children or ())  # type: ignore[union-attr]
+    if inputs:
+        inputs = list(dict.fromkeys(inputs))
+        given.add("inputs")
+    else:
+        inputs = None
+    if stage.query is not None:
+        given.add("query")
+    latency = None
+    if stage.end is not None:
+        latency = (stage.end - stage.start) * 1000.0
+        given.add("latency_ms")
+    if stage.error is not None:
+        given.add("error")
+    return {
         "name": name,
         "kind": stage.kind,
         "ids": None if ids is None else list(dict.fromkeys(ids)),
+        "query": stage.query,
+        "inputs": inputs,
         "depth": stage.depth,
+        "latency_ms": latency,
+        "error": stage.error,
+        "same_as": None,
+        "set": given,
     }
-    if stage.query is not None:
-        out["query"] = stage.query
-    inputs = [
-        i if isinstance(i, str) else names.get(id(i), str(i.name)) for i in stage.inputs or ()
-    ]
-    inputs.extend(children or ())
-    if inputs:
-        out["inputs"] = list(dict.fromkeys(inputs))
-    if stage.end is not None:
-        out["latency_ms"] = (stage.end - stage.start) * 1000.0
-    if stage.error is not None:
-        out["error"] = stage.error
-    return out
 
 
 def _related(a: StageRecord, b: StageRecord) -> bool:
@@ -189,8 +210,9 @@ def _listed(
         if same is not None:
             entry["same_as"] = same
             entry["inputs"] = [same]
-            entry.pop("query", None)
-            entry.pop("latency_ms", None)
+            entry["query"] = entry["latency_ms"] = None
+            entry["set"] -= {"query", "latency_ms"}
+            entry["set"] |= {"same_as", "inputs"}
         model = _stage(entry)
         if model is None:
             return None
@@ -281,10 +303,14 @@ def _sample(fields: dict[str, Any]) -> RagSample | None:
 def _works() -> bool:
     """Whether a model made here equals the validated one (pydantic keeps a model's state
     where :func:`_made` puts it); checked once, else every sample is validated."""
-    values = {"name": "bm25", "kind": "retriever", "ids": ["d1"], "depth": 0, "latency_ms": 1.0}
-    made, checked = _made(Stage, _STAGE_DEFAULTS, dict(values)), Stage.model_validate(values)
+    record = StageRecord("bm25", "q", 0)
+    record.done(["d1"], ["x"])
+    values = _stage_values(record, "bm25", None, {})
+    checked = Stage.model_validate({k: v for k, v in values.items() if k in values["set"]})
+    made = _stage(values)
     return (
-        made == checked
+        made is not None
+        and made == checked
         and made.model_fields_set == checked.model_fields_set
         and made.model_dump() == checked.model_dump()
         and list(made.__dict__) == list(checked.__dict__)
