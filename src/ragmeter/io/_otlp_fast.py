@@ -164,8 +164,9 @@ def _spans(
     remote_parent: int,
 ) -> list[Any]:
     """The spans of one scope; each id is checked once (a trace id repeats on every span,
-    a parent's id is its span's): ``seen`` maps a checked id to its hex, whose length says
-    which size it was checked for."""
+    a parent's id is its span's): ``traces`` and ``seen`` map a checked trace id and span id
+    to its hex."""
+    traces: dict[str, str] = {}
     seen: dict[str, str] = {}
     out = []
     for span in spans:
@@ -178,16 +179,16 @@ def _spans(
         parent = span.parentSpanId
         if parent and int(span.flags or 0) & remote_parent == remote_parent:
             parent = None
-        trace = seen.get(span.traceId)  # type: ignore[arg-type]
-        if trace is None or len(trace) != 32:
-            trace = seen[span.traceId] = hex_id(span.traceId, 16, "traceId")  # type: ignore[index]
+        trace = traces.get(span.traceId)  # type: ignore[arg-type]
+        if trace is None:
+            trace = traces[span.traceId] = hex_id(span.traceId, 16, "traceId")  # type: ignore[index]
         own = seen.get(span.spanId)  # type: ignore[arg-type]
-        if own is None or len(own) != 16:
+        if own is None:
             own = seen[span.spanId] = hex_id(span.spanId, 8, "spanId")  # type: ignore[index]
         above = None
         if parent:
             above = seen.get(parent)
-            if above is None or len(above) != 16:
+            if above is None:
                 above = seen[parent] = hex_id(parent, 8, "parentSpanId")
         out.append(
             make(
