@@ -140,7 +140,6 @@ def decode_line(
     the ``json`` reader must read."""
     try:
         data = _DECODE(raw)
-        seen: dict[str, str] = {}  # a line's ids repeat (a trace id on every span)
         out = []
         for resource in data.resourceSpans:
             scopes = resource.scopeSpans
@@ -149,55 +148,60 @@ def decode_line(
             for scope in scopes:
                 about = scope.scope or scope.instrumentationLibrary
                 name = (about.name or "") if about is not None else ""
-                for span in scope.spans or ():
-                    out.append(_span(span, name, make, hex_id, seen, error_codes, remote_parent))
+                if scope.spans:
+                    out.extend(_spans(scope.spans, name, make, hex_id, error_codes, remote_parent))
         return out
     except (msgspec.DecodeError, ValueError, TypeError):
         raise Unhandled from None
 
 
-def _span(
-    span: _Span,
+def _spans(
+    spans: list[_Span],
     scope: str,
     make: Callable[..., Any],
     hex_id: Callable[[Any, int, str], str],
-    seen: dict[str, str],
     error_codes: frozenset[Any],
     remote_parent: int,
-) -> Any:
-    error = None
-    status = span.status
-    if status is not None and status.code in error_codes:
-        if not status.message:
-            raise Unhandled  # the exception event says what failed: the json reader reads it
-        error = status.message
-    parent = span.parentSpanId
-    if parent and int(span.flags or 0) & remote_parent == remote_parent:
-        parent = None
-    trace = _checked_id(seen, hex_id, span.traceId, 16, "traceId")
-    own = _checked_id(seen, hex_id, span.spanId, 8, "spanId")
-    above = _checked_id(seen, hex_id, parent, 8, "parentSpanId") if parent else None
-    return make(
-        trace,
-        own,
-        above,
-        span.name or "",
-        _attributes(span.attributes),
-        int(span.startTimeUnixNano or 0),
-        int(span.endTimeUnixNano or 0),
-        error,
-        scope,
-        int(span.droppedAttributesCount or 0),
-    )
-
-
-def _checked_id(
-    seen: dict[str, str], hex_id: Callable[[Any, int, str], str], value: Any, size: int, what: str
-) -> str:
-    """``value`` as lowercase hex (``hex_id``), checked once a line: a line's ids repeat (the
-    trace id on every span, a parent's id as its span's); ``seen`` maps each checked value to
-    its hex, whose length says which size it was checked for."""
-    got = seen.get(value)
-    if got is None or len(got) != 2 * size:
-        got = seen[value] = hex_id(value, size, what)
-    return got
+) -> list[Any]:
+    """The spans of one scope; each id is checked once (a trace id repeats on every span,
+    a parent's id is its span's): ``traces`` and ``seen`` map a checked trace id and span id
+    to its hex."""
+    traces: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    out = []
+    for span in spans:
+        error = None
+        status = span.status
+        if status is not None and status.code in error_codes:
+            if not status.message:
+                raise Unhandled  # the exception event says what failed: the json reader's
+            error = status.message
+        parent = span.parentSpanId
+        if parent and int(span.flags or 0) & remote_parent == remote_parent:
+            parent = None
+        trace = traces.get(span.traceId)  # type: ignore[arg-type]
+        if trace is None:
+            trace = traces[span.traceId] = hex_id(span.traceId, 16, "traceId")  # type: ignore[index]
+        own = seen.get(span.spanId)  # type: ignore[arg-type]
+        if own is None:
+            own = seen[span.spanId] = hex_id(span.spanId, 8, "spanId")  # type: ignore[index]
+        above = None
+        if parent:
+            above = seen.get(parent)
+            if above is None:
+                above = seen[parent] = hex_id(parent, 8, "parentSpanId")
+        out.append(
+            make(
+                trace,
+                own,
+                above,
+                span.name or "",
+                _attributes(span.attributes),
+                int(span.startTimeUnixNano or 0),
+                int(span.endTimeUnixNano or 0),
+                error,
+                scope,
+                int(span.droppedAttributesCount or 0),
+            )
+        )
+    return out

@@ -42,6 +42,7 @@ from ragmeter.capture import (
     StageRecord,
 )
 from ragmeter.io.otel import TraceSpan
+from ragmeter.schema import RagSample
 from ragmeter.traces._documents import (
     DocIdRule,
 )
@@ -52,6 +53,7 @@ from ragmeter.traces._json import (
     _looks_json,
     _text_of,
 )
+from ragmeter.traces._sample import quick_sample
 from ragmeter.traces._stages import _haystack_context, _stage_of
 
 __all__ = ["Conversion", "TraceRun", "runs_of_trace"]
@@ -136,6 +138,12 @@ class TraceRun(RunRecord):
 
     def default_id(self) -> str | None:
         return self.trace_id
+
+    def fresh_sample(self) -> RagSample:
+        """A new sample of the run (see :meth:`RunRecord.fresh_sample`), made without
+        validating again what :func:`~ragmeter.traces._sample.quick_sample` checked."""
+        sample = quick_sample(self)
+        return sample if sample is not None else super().fresh_sample()
 
     def framework_fields(
         self,
