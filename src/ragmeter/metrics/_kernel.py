@@ -32,9 +32,12 @@ import os
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ragmeter._types import MAX_GRADE
+
+if TYPE_CHECKING:
+    from ragmeter.metrics._ckernel import RunLoop as RunLoop
 
 __all__ = [
     "BACKEND",
@@ -43,6 +46,7 @@ __all__ = [
     "NonStrIdsError",
     "RepeatedDocsError",
     "ScoreQuery",
+    "c_run_loop",
     "c_score_query",
     "column_sums",
     "doubles",
@@ -345,6 +349,10 @@ def column_sums(values: array[float], width: int) -> list[float]:
             return sums
     return [math.fsum(values[j::width]) for j in range(width)]
 
+
+c_run_loop: type[RunLoop] | None = None if _FORCE_PYTHON else _load("RunLoop")
+"""The compiled loop over a whole run's rankings (``_ckernel.RunLoop``, see ``_ckernel_run.c``),
+or ``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set."""
 
 c_pack_doubles: Callable[[list[float]], bytes] | None = (
     None if _FORCE_PYTHON else _load("pack_doubles")
