@@ -57,6 +57,18 @@ ck_exact_double(PyObject *v, double *out)
         return 1;
     }
     if (PyLong_CheckExact(v) || PyBool_Check(v)) {
+#if PY_VERSION_HEX >= 0x030C0000 && !defined(Py_LIMITED_API)
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) { /* one digit: the usual grade */
+            *out = (double)PyUnstable_Long_CompactValue((PyLongObject *)v);
+            return 1;
+        }
+#elif !defined(Py_LIMITED_API)
+        Py_ssize_t size = Py_SIZE(v);
+        if (size >= -1 && size <= 1) { /* one digit (or 0): the usual grade */
+            *out = (double)(size * (Py_ssize_t)((PyLongObject *)v)->ob_digit[0]);
+            return 1;
+        }
+#endif
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred()) {
