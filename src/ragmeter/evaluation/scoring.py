@@ -13,6 +13,10 @@ warns when too few of the top docs are judged; ``judged_only`` scores condensed 
 (trec_eval ``-J``, see :func:`~ragmeter.evaluation._query.score_condensed`). So the rules of
 :mod:`ragmeter.evaluation.retrieval` (which queries count, ids as strings, duplicates, grades,
 custom metrics that fail) hold the same way, with the same messages, whatever the source.
+When the compiled kernel is built, the usual case (rows kept, built-in metrics) runs in one C
+loop (``_ckernel.RunLoop``) that keeps what this loop keeps and hands it every pair it does
+not recognise (an int id, a repeated doc, an odd grade ...), so the Python loop stays the one
+place where the rules and their messages live.
 
 >>> plan = plan_run({"q1": {"d1": 1}, "q2": {"d2": 1}}, check_options("recall", 1, None, "zero"))
 >>> partial = score_pairs([("q1", ["d1", "d3"])], plan)
@@ -59,8 +63,10 @@ from ragmeter.metrics._kernel import (
     column_sums,
     doubles,
     kernel_codes,
+    positions,
     result_keys,
     score_query,
+    zip_dict,
 )
 from ragmeter.metrics.registry import RetrievalMetric, _Builtin
 from ragmeter.report import UNJUDGED_JUDGED_ONLY, Conventions, RetrievalEvalReport, WarningLog
@@ -147,7 +153,7 @@ def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True
     judged_at = judged_cutoff(options.ks)
     return RunPlan(
         qrels=qrels,
-        index=dict(zip(qrels, range(len(qrels)), strict=True)),
+        index=positions(list(qrels)),
         options=options,
         codes=codes,
         keys=keys,
@@ -559,7 +565,7 @@ def _kept_means(
         for key in ordered
     }
     judged = {key: kernel[key] for key in plan.judged_keys}
-    per_q = dict(zip(kept.ids, rows, strict=True))
+    per_q = zip_dict(kept.ids, rows)
     kept.positions, kept.rows = [], []  # the report keeps the ids and values (judged@k)
     return per_q, means, judged
 

@@ -537,6 +537,54 @@ pack_doubles(PyObject *Py_UNUSED(module), PyObject *values)
     return out;
 }
 
+/* zip_dict(keys, values): dict(zip(keys, values)) for a list of keys and a list of as many
+ * values, or an int n == len(keys) for the values 0 .. n - 1 (each key's position), made at
+ * its final size (no resizing, no tuple per item). */
+static PyObject *
+zip_dict(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "zip_dict(keys, values): keys must be a list");
+        return NULL;
+    }
+    PyObject *keys = args[0], *values = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    int positions = PyLong_CheckExact(values);
+    if (positions ? PyLong_AsSsize_t(values) != n
+                  : !PyList_CheckExact(values) || PyList_GET_SIZE(values) != n) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError,
+                             "zip_dict: values must be a list as long as keys, or len(keys)");
+        }
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
+    PyObject *out = _PyDict_NewPresized(n);
+#else
+    PyObject *out = PyDict_New();
+#endif
+    /* the lists are re-read each time: a key's __eq__ could change them */
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(keys); i++) {
+        PyObject *value;
+        if (positions) {
+            value = PyLong_FromSsize_t(i);
+        }
+        else if (i < PyList_GET_SIZE(values)) {
+            value = Py_NewRef(PyList_GET_ITEM(values, i));
+        }
+        else {
+            break;
+        }
+        PyObject *key = Py_NewRef(PyList_GET_ITEM(keys, i));
+        if (value == NULL || PyDict_SetItem(out, key, value) < 0) {
+            Py_CLEAR(out);
+        }
+        Py_DECREF(key);
+        Py_XDECREF(value);
+    }
+    return out;
+}
+
 static PyObject *
 configure(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -569,6 +617,10 @@ PyDoc_STRVAR(column_sums_doc,
 PyDoc_STRVAR(pack_doubles_doc,
              "pack_doubles(values)\n--\n\n"
              "A list of floats as the bytes of C doubles (for array('d').frombytes).");
+PyDoc_STRVAR(zip_dict_doc,
+             "zip_dict(keys, values)\n--\n\n"
+             "dict(zip(keys, values)) made at its final size; values may be len(keys) for "
+             "each key's position.");
 PyDoc_STRVAR(configure_doc,
              "configure(fallback, repeated_error)\n--\n\n"
              "Set the Python kernel that unrecognised inputs go to, and RepeatedDocsError.");
@@ -578,6 +630,7 @@ static PyMethodDef methods[] = {
      score_query_doc},
     {"column_sums", (PyCFunction)(void (*)(void))column_sums, METH_FASTCALL, column_sums_doc},
     {"pack_doubles", pack_doubles, METH_O, pack_doubles_doc},
+    {"zip_dict", (PyCFunction)(void (*)(void))zip_dict, METH_FASTCALL, zip_dict_doc},
     {"configure", configure, METH_VARARGS, configure_doc},
     {NULL, NULL, 0, NULL},
 };

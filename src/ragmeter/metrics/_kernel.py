@@ -22,7 +22,9 @@ with ``dict`` judgements of ``int``/``float``/``bool`` grades, and hands any oth
 (other id types, numpy scalars, a bad grade ...) to :func:`py_score_query`, so results and
 errors are the Python kernel's. :data:`score_query` is the compiled one when it is importable,
 unless the environment variable ``RAGMETER_PURE_PYTHON`` is set to anything but ``""``/``"0"``
-when this module is imported; :data:`BACKEND` says which (``"c"`` or ``"python"``).
+when this module is imported; :data:`BACKEND` says which (``"c"`` or ``"python"``). The same
+extension scores a whole run in one C loop (:data:`c_run_loop`, used by
+:mod:`ragmeter.evaluation.scoring`) with the same per-query arithmetic.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import os
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ragmeter._types import MAX_GRADE
 
@@ -52,9 +54,11 @@ __all__ = [
     "doubles",
     "duplicates_in",
     "kernel_codes",
+    "positions",
     "py_score_query",
     "result_keys",
     "score_query",
+    "zip_dict",
 ]
 
 ScoreQuery = Callable[
@@ -373,3 +377,35 @@ def doubles(values: list[float]) -> array[float]:
     out = array("d")
     out.frombytes(c_pack_doubles(values))
     return out
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+c_zip_dict: Callable[[list[Any], list[Any] | int], dict[Any, Any]] | None = (
+    None if _FORCE_PYTHON else _load("zip_dict")
+)
+"""The compiled :func:`zip_dict` (``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set)."""
+
+
+def zip_dict(keys: list[K], values: list[V]) -> dict[K, V]:
+    """``dict(zip(keys, values))`` for two lists of one length, made at its final size in C
+    when the compiled kernel is built (a report's million per-query rows, a run's index).
+
+    >>> zip_dict(["q1", "q2"], [{"p@1": 1.0}, {"p@1": 0.0}])
+    {'q1': {'p@1': 1.0}, 'q2': {'p@1': 0.0}}
+    """
+    if c_zip_dict is None:
+        return dict(zip(keys, values, strict=True))
+    return c_zip_dict(keys, values)
+
+
+def positions(keys: list[K]) -> dict[K, int]:
+    """Each key's position in ``keys`` (the last one for a repeated key).
+
+    >>> positions(["q1", "q2"])
+    {'q1': 0, 'q2': 1}
+    """
+    if c_zip_dict is None:
+        return dict(zip(keys, range(len(keys)), strict=True))
+    return c_zip_dict(keys, len(keys))
