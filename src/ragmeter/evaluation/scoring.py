@@ -153,7 +153,7 @@ def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True
     judged_at = judged_cutoff(options.ks)
     return RunPlan(
         qrels=qrels,
-        index=positions(list(qrels)),
+        index=positions(qrels),
         options=options,
         codes=codes,
         keys=keys,

@@ -382,7 +382,7 @@ def doubles(values: list[float]) -> array[float]:
 K = TypeVar("K")
 V = TypeVar("V")
 
-c_zip_dict: Callable[[list[Any], list[Any] | int], dict[Any, Any]] | None = (
+c_zip_dict: Callable[[list[Any] | dict[Any, Any], list[Any] | int], dict[Any, Any]] | None = (
     None if _FORCE_PYTHON else _load("zip_dict")
 )
 """The compiled :func:`zip_dict` (``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set)."""
@@ -400,12 +400,13 @@ def zip_dict(keys: list[K], values: list[V]) -> dict[K, V]:
     return c_zip_dict(keys, values)
 
 
-def positions(keys: list[K]) -> dict[K, int]:
-    """Each key's position in ``keys`` (the last one for a repeated key).
+def positions(keys: Mapping[K, Any]) -> dict[K, int]:
+    """Each key of ``keys`` at its position (in C for a ``dict``: its keys' hashes are read
+    from the dict, so each key object is visited once).
 
-    >>> positions(["q1", "q2"])
+    >>> positions({"q1": {}, "q2": {}})
     {'q1': 0, 'q2': 1}
     """
-    if c_zip_dict is None:
+    if c_zip_dict is None or type(keys) is not dict:
         return dict(zip(keys, range(len(keys)), strict=True))
     return c_zip_dict(keys, len(keys))
