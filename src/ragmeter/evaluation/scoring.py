@@ -13,6 +13,10 @@ warns when too few of the top docs are judged; ``judged_only`` scores condensed 
 (trec_eval ``-J``, see :func:`~ragmeter.evaluation._query.score_condensed`). So the rules of
 :mod:`ragmeter.evaluation.retrieval` (which queries count, ids as strings, duplicates, grades,
 custom metrics that fail) hold the same way, with the same messages, whatever the source.
+When the compiled kernel is built, the usual case (rows kept, built-in metrics) runs in one C
+loop (``_ckernel.RunLoop``) that keeps what this loop keeps and hands it every pair it does
+not recognise (an int id, a repeated doc, an odd grade ...), so the Python loop stays the one
+place where the rules and their messages live.
 
 >>> plan = plan_run({"q1": {"d1": 1}, "q2": {"d2": 1}}, check_options("recall", 1, None, "zero"))
 >>> partial = score_pairs([("q1", ["d1", "d3"])], plan)
@@ -27,10 +31,10 @@ import functools
 import itertools
 import math
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragmeter._gc import paused_gc
 from ragmeter.aggregate import BLOCK, Distribution
@@ -55,11 +59,15 @@ from ragmeter.evaluation._notes import (
 from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
 from ragmeter.evaluation._rows import KeptRows, order_keys
 from ragmeter.metrics._kernel import (
+    c_run_loop,
+    c_score_query,
     column_sums,
     doubles,
     kernel_codes,
+    positions,
     result_keys,
     score_query,
+    zip_dict,
 )
 from ragmeter.metrics.registry import RetrievalMetric, _Builtin
 from ragmeter.report import (
@@ -69,6 +77,9 @@ from ragmeter.report import (
     RetrievalEvalReport,
     WarningLog,
 )
+
+if TYPE_CHECKING:
+    from ragmeter.metrics._kernel import RunLoop
 
 __all__ = [
     "JUDGED",
@@ -149,7 +160,7 @@ def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True
     judged_at = judged_cutoff(options.ks)
     return RunPlan(
         qrels=qrels,
-        index=dict(zip(qrels, range(len(qrels)), strict=True)),
+        index=positions(qrels),
         options=options,
         codes=codes,
         keys=keys,
@@ -299,10 +310,13 @@ def score_pairs(
     judged_doc = False  # part.judged_doc, read once per query
     need_ids = True  # until run_ids holds _EXAMPLES ids
     plain = rows is not None and not custom  # the usual case: rows kept, built-in metrics
+    condense = plan.options.judged_only
+    loop = _compiled_loop(plan, part, ranked_at) if plain and not condense else None
+    if loop is not None:  # it scores and keeps what it can, and hands the rest back
+        pairs = _left_to_python(loop, pairs, part)
     if rows is not None:  # four flat lists: no object per query but its metrics dict
         keep_at, keep_id = rows.positions.append, rows.ids.append
         keep_row, keep_values = rows.rows.append, rows.values.extend
-    condense = plan.options.judged_only
     cut, jpos = plan.judged_at, plan.judged_pos
     docs = unjudged = shown = short = 0  # part.top, counted here
     for raw_qid, raw in pairs:
@@ -355,6 +369,10 @@ def score_pairs(
             else:
                 sink.add(qid, values, row)
     sink.flush()
+    if loop is not None:
+        c_count, c_docs, c_unjudged, c_shown, c_short = loop.counts
+        count, docs, unjudged = count + c_count, docs + c_docs, unjudged + c_unjudged
+        shown, short = shown + c_shown, short + c_short
     part.count = count
     part.top = [docs, unjudged, shown, short]
     ranked_at.sort()
@@ -362,6 +380,37 @@ def score_pairs(
         part.duplicate = next(a for a, b in itertools.pairwise(ranked_at) if a == b)
     part.ranked = ranked_at
     return part
+
+
+def _compiled_loop(plan: RunPlan, part: RunPartial, ranked_at: list[int]) -> RunLoop | None:
+    """The compiled loop (``_ckernel.RunLoop``) that keeps ``part``'s rows as the Python loop
+    would, with its values in an ``array('d')``; ``None`` when it is not built, when the
+    kernel in use is not the compiled one, or for a relevance level that is not an exact
+    ``int`` or ``float`` (a NumPy float: the Python loop hands it to the Python kernel)."""
+    rows = part.rows
+    if c_run_loop is None or score_query is not c_score_query or rows is None:
+        return None  # not built, or the Python kernel chosen (the reference, in tests)
+    if type(plan.level) not in (int, float, type(None)):
+        return None
+    qrels, index = plan.qrels, plan.index
+    judgements = list(qrels.values()) if type(qrels) is dict else [qrels[q] for q in index]
+    rows.values = array("d")
+    return c_run_loop(
+        index, judgements, list(plan.ks), plan.codes, plan.level, plan.metric_keys,
+        plan.judged_at, plan.judged_pos, _EXAMPLES, part.run_ids, ranked_at, rows.positions,
+        rows.ids, rows.rows, rows.values,
+    )  # fmt: skip
+
+
+def _left_to_python(
+    loop: RunLoop, pairs: Iterable[tuple[Any, Any]], part: RunPartial
+) -> Iterator[tuple[Any, Any]]:
+    """The pairs the compiled ``loop`` hands back, in run order: it scores and keeps every
+    other pair. While no scored ranking held a judged doc, it hands back every judged query's
+    non-empty ranking (the Python loop notes them for the doc-ids message)."""
+    it = iter(pairs)
+    while (pair := loop.feed(it, not part.judged_doc)) is not None:
+        yield pair
 
 
 def _look_for_judged_docs(
@@ -525,7 +574,7 @@ def _kept_means(
         for key in ordered
     }
     judged = {key: kernel[key] for key in plan.judged_keys}
-    per_q = dict(zip(kept.ids, rows, strict=True))
+    per_q = zip_dict(kept.ids, rows)
     kept.positions, kept.rows = [], []  # the report keeps the ids and values (judged@k)
     return per_q, means, judged
 

@@ -11,30 +11,20 @@
  * ids (which also finds a repeated doc).
  *
  * Per query the values are those of ragmeter.metrics._kernel.py_score_query on the same
- * ranking, bit for bit: the same IEEE operations in the same order (see _ckernel.c). A query's
- * rows need not be contiguous: every run of rows with one query id is a segment, and a query's
- * segments are scored together.
+ * ranking, bit for bit: the same IEEE operations in the same order (in _kvalues.h, shared with
+ * _ckernel.c). A query's rows need not be contiguous: every run of rows with one query id is a
+ * segment, and a query's segments are scored together.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-enum { NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, JUDGED, N_CODES };
+#include "_kvalues.h"
 
 typedef struct {
     double score;
     const char *id; /* the doc id's bytes (in the Arrow buffer) */
     int64_t len;
 } Entry;
-
-typedef struct {
-    int64_t rank; /* 1-based */
-    double grade;
-} Hit;
 
 /* Strings of one Arrow string array: offsets of 4 or 8 bytes, and the UTF-8 data. */
 typedef struct {
@@ -81,28 +71,18 @@ typedef struct {
     const int64_t *jstart; /* query q's judgements: jstart[q] .. jstart[q + 1] */
     const Strings *jdocs;  /* the judged doc ids */
     const double *jgrade;
-    const int64_t *ks;
-    Py_ssize_t nk;
-    const int64_t *codes;
-    Py_ssize_t nc;
-    int has_level;
-    double level;
+    Options o;
     Py_ssize_t nv;     /* values per query */
     double *values;    /* nq * nv */
     int8_t *status;    /* 0 no ranking, 1 scored, 2 not scored (no relevant doc), 3 repeats */
     int64_t *lengths;  /* docs in each query's ranking */
     int64_t *found;    /* judged docs in each query's ranking */
-    double *log2_table; /* log2_table[r] == log2(r + 1) */
-    int64_t log2_size;
+    Log2Table log2s;   /* log2(r + 1) */
     int64_t *slots;    /* a query's doc table: entry index + 1, 0 empty */
     uint64_t *hashes;
     int64_t cap;
-    /* scratch per query, sized to the largest judgement count */
-    Hit *hits;
-    int64_t *rel;
-    int64_t *counts;
-    int64_t *judged;
-    double *ideal, *idcg, *dcg, *ap;
+    Tally t;           /* scratch per query, sized to the largest judgement count */
+    void *tally_mem;
 } Ctx;
 
 /* trec_eval's order: score descending, then doc id descending (bytewise, then longer) */
@@ -121,27 +101,6 @@ cmp_entry(const void *pa, const void *pb)
     return -c;
 }
 
-static int
-cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int
-cmp_hit(const void *a, const void *b)
-{
-    int64_t x = ((const Hit *)a)->rank, y = ((const Hit *)b)->rank;
-    return (x > y) - (x < y);
-}
-
-static int
-cmp_desc(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x < y) - (x > y);
-}
-
 static void
 rank_entries(Entry *e, int64_t m)
 {
@@ -151,146 +110,6 @@ rank_entries(Entry *e, int64_t m)
             return;
         }
     }
-}
-
-static int
-grow_log2(Ctx *c, int64_t n)
-{
-    if (n < c->log2_size) {
-        return 0;
-    }
-    int64_t size = c->log2_size ? 2 * c->log2_size : 1025;
-    while (size <= n) {
-        size *= 2;
-    }
-    double *table = PyMem_Realloc(c->log2_table, (size_t)size * sizeof(double));
-    if (table == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (c->log2_size == 0) {
-        table[0] = 0.0;
-        c->log2_size = 1;
-    }
-    for (int64_t r = c->log2_size; r < size; r++) {
-        table[r] = log2((double)(r + 1));
-    }
-    c->log2_table = table;
-    c->log2_size = size;
-    return 0;
-}
-
-/* The values of query q from its n_rel relevant, n_hits gains and the judged counts. */
-static int
-write_values(Ctx *c, int64_t q, int64_t n, int64_t n_rel, int64_t n_rel_hits, int64_t n_hits,
-             int64_t n_ideal)
-{
-    const int64_t *ks = c->ks;
-    Py_ssize_t nk = c->nk;
-    int64_t *rel = c->rel, *counts = c->counts;
-    Hit *hits = c->hits;
-    double *out = c->values + q * c->nv;
-    qsort(rel, (size_t)n_rel_hits, sizeof(int64_t), cmp_i64);
-    for (Py_ssize_t t = 0, k = 0; t < nk; t++) {
-        while (k < n_rel_hits && rel[k] <= ks[t]) {
-            k++;
-        }
-        counts[t] = k;
-    }
-    int have_ap = 0, have_ndcg = 0;
-    int64_t last = 0;
-    Py_ssize_t nv = 0;
-    for (Py_ssize_t ci = 0; ci < c->nc; ci++) {
-        switch (c->codes[ci]) {
-        case PRECISION:
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = (double)counts[t] / (double)ks[t];
-            }
-            break;
-        case RECALL:
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = (double)counts[t] / (double)n_rel;
-            }
-            break;
-        case HIT_RATE:
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = counts[t] ? 1.0 : 0.0;
-            }
-            break;
-        case MRR: {
-            double rr = n_rel_hits ? 1.0 / (double)rel[0] : 0.0;
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = counts[t] ? rr : 0.0;
-            }
-            out[nv++] = rr;
-            break;
-        }
-        case JUDGED:
-            for (Py_ssize_t t = 0, k = 0; t < nk; t++) {
-                k += c->judged[t];
-                int64_t top = ks[t] < n ? ks[t] : n;
-                out[nv++] = top ? (double)k / (double)top : 0.0;
-            }
-            break;
-        case MAP:
-            if (!have_ap) {
-                double acc = 0.0;
-                c->ap[0] = 0.0;
-                for (int64_t j = 0; j < n_rel_hits; j++) {
-                    acc += (double)(j + 1) / (double)rel[j];
-                    c->ap[j + 1] = acc;
-                }
-                have_ap = 1;
-            }
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = c->ap[counts[t]] / (double)n_rel;
-            }
-            out[nv++] = c->ap[n_rel_hits] / (double)n_rel;
-            break;
-        default: /* NDCG */
-            if (n_hits == 0) {
-                for (Py_ssize_t t = 0; t < nk; t++) {
-                    out[nv++] = 0.0;
-                }
-                break;
-            }
-            if (!have_ndcg) {
-                int64_t kmax = ks[nk - 1];
-                qsort(hits, (size_t)n_hits, sizeof(Hit), cmp_hit);
-                qsort(c->ideal, (size_t)n_ideal, sizeof(double), cmp_desc);
-                last = n_ideal < kmax ? n_ideal : kmax;
-                int64_t top = hits[n_hits - 1].rank > last ? hits[n_hits - 1].rank : last;
-                if (grow_log2(c, top) < 0) {
-                    return -1;
-                }
-                double acc = 0.0;
-                c->idcg[0] = 0.0;
-                for (int64_t i = 1; i <= last; i++) {
-                    acc += c->ideal[i - 1] / c->log2_table[i];
-                    c->idcg[i] = acc;
-                }
-                acc = 0.0;
-                c->dcg[0] = 0.0;
-                for (int64_t j = 0; j < n_hits; j++) {
-                    acc += hits[j].grade / c->log2_table[hits[j].rank];
-                    c->dcg[j + 1] = acc;
-                }
-                have_ndcg = 1;
-            }
-            for (Py_ssize_t t = 0, k = 0; t < nk; t++) {
-                if (c->has_level) {
-                    while (k < n_hits && hits[k].rank <= ks[t]) {
-                        k++;
-                    }
-                }
-                else {
-                    k = counts[t];
-                }
-                out[nv++] = c->dcg[k] / c->idcg[ks[t] < last ? ks[t] : last];
-            }
-        }
-    }
-    return 0;
 }
 
 /* The doc table of a query: room for m docs at most half full; 0 ok, -1 no memory. */
@@ -359,51 +178,20 @@ score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
             c->hashes[j] = h;
         }
     }
-    const int64_t *ks = c->ks;
-    Py_ssize_t nk = c->nk;
-    memset(c->judged, 0, (size_t)nk * sizeof(int64_t));
-    int64_t n_rel = 0, n_rel_hits = 0, n_hits = 0, n_ideal = 0, found = 0;
+    Tally *t = &c->t;
+    tally_start(t, c->o.nk);
+    int64_t found = 0;
     for (int64_t j = c->jstart[q]; j < c->jstart[q + 1]; j++) {
-        double g = c->jgrade[j];
-        int positive = g > 0;
-        int relevant = c->has_level ? g >= c->level : positive;
         int64_t len;
         const char *id = str_at(c->jdocs, j, &len);
+        /* r: the 1-based rank, 0 when not retrieved */
         int64_t r = m ? c->slots[probe(c, mask, e, id, len, hash_bytes(id, len))] : 0;
-        if (r) { /* r: the 1-based rank, 0 when not retrieved */
-            found++;
-            if (r <= ks[nk - 1]) { /* counted at the first k >= r */
-                Py_ssize_t lo = 0, hi = nk - 1;
-                while (lo < hi) {
-                    Py_ssize_t mid = lo + (hi - lo) / 2;
-                    if (ks[mid] >= r) {
-                        hi = mid;
-                    }
-                    else {
-                        lo = mid + 1;
-                    }
-                }
-                c->judged[lo]++;
-            }
-        }
-        if (relevant) {
-            n_rel++;
-            if (r) {
-                c->rel[n_rel_hits++] = r;
-            }
-        }
-        if (positive) {
-            c->ideal[n_ideal++] = g;
-            if (r) {
-                c->hits[n_hits].rank = r;
-                c->hits[n_hits].grade = g;
-                n_hits++;
-            }
-        }
+        found += r != 0;
+        tally_add(&c->o, t, c->jgrade[j], r);
     }
     c->lengths[q] = m;
     c->found[q] = found;
-    if (n_rel == 0) {
+    if (t->n_rel == 0) {
         c->status[q] = 2;
         return 0;
     }
@@ -412,7 +200,7 @@ score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
         return 0;
     }
     c->status[q] = 1;
-    return write_values(c, q, m, n_rel, n_rel_hits, n_hits, n_ideal);
+    return tally_values(&c->o, t, m, &c->log2s, c->values + q * c->nv) < 0 ? -1 : 0;
 }
 
 /* One Arrow string array from (offsets, data): offsets int32 or int64, n + 1 of them. */
@@ -706,32 +494,33 @@ release_run(Run *run)
 static int
 get_options(Ctx *c, Py_buffer *ks, Py_buffer *codes, PyObject *level)
 {
-    c->nk = ks->len / 8;
-    c->nc = codes->len / 8;
-    c->ks = ks->buf;
-    c->codes = codes->buf;
-    if (c->nk == 0 || ks->len % 8 || codes->len % 8) {
+    Options *o = &c->o;
+    o->nk = ks->len / 8;
+    o->nc = codes->len / 8;
+    o->ks = ks->buf;
+    o->codes = codes->buf;
+    if (o->nk == 0 || ks->len % 8 || codes->len % 8) {
         PyErr_SetString(PyExc_ValueError, "ks and codes must be int64, ks not empty");
         return -1;
     }
     c->nv = 0;
-    for (Py_ssize_t i = 0; i < c->nc; i++) {
-        if (c->codes[i] < 0 || c->codes[i] >= N_CODES) {
-            PyErr_Format(PyExc_ValueError, "unknown metric code %lld", (long long)c->codes[i]);
+    for (Py_ssize_t i = 0; i < o->nc; i++) {
+        if (o->codes[i] < 0 || o->codes[i] >= N_CODES) {
+            PyErr_Format(PyExc_ValueError, "unknown metric code %lld", (long long)o->codes[i]);
             return -1;
         }
-        c->nv += c->nk + (c->codes[i] == MRR || c->codes[i] == MAP);
+        c->nv += o->nk + (o->codes[i] == MRR || o->codes[i] == MAP);
     }
-    for (Py_ssize_t i = 0; i < c->nk; i++) {
-        if (c->ks[i] < 1 || (i && c->ks[i] <= c->ks[i - 1])) {
+    for (Py_ssize_t i = 0; i < o->nk; i++) {
+        if (o->ks[i] < 1 || (i && o->ks[i] <= o->ks[i - 1])) {
             PyErr_SetString(PyExc_ValueError, "ks must be ascending, distinct and >= 1");
             return -1;
         }
     }
     if (level != Py_None) {
-        c->has_level = 1;
-        c->level = PyFloat_AsDouble(level);
-        if (c->level == -1.0 && PyErr_Occurred()) {
+        o->has_level = 1;
+        o->level = PyFloat_AsDouble(level);
+        if (o->level == -1.0 && PyErr_Occurred()) {
             return -1;
         }
     }
@@ -869,17 +658,12 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
         int64_t n = c.jstart[q + 1] - c.jstart[q];
         most = n > most ? n : most;
     }
-    c.hits = PyMem_Malloc((size_t)most * sizeof(Hit));
-    c.rel = PyMem_Malloc((size_t)most * sizeof(int64_t));
-    c.counts = PyMem_Malloc((size_t)c.nk * sizeof(int64_t));
-    c.judged = PyMem_Malloc((size_t)c.nk * sizeof(int64_t));
-    c.ideal = PyMem_Malloc((size_t)(4 * (most + 1)) * sizeof(double));
-    if (c.hits == NULL || c.rel == NULL || c.counts == NULL || c.judged == NULL ||
-        c.ideal == NULL) {
+    if ((c.tally_mem = PyMem_Malloc(tally_bytes(most, c.o.nk))) == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if (grow_log2(&c, 1024) < 0) {
+    tally_place(&c.t, c.tally_mem, most, c.o.nk);
+    if (log2_grow(&c.log2s, 1024) < 0) {
         goto done;
     }
     if (slots_obj != NULL && slots_obj != Py_None) { /* a table built once by query_slots */
@@ -891,9 +675,6 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
     else if (query_table(&table, &qids) < 0) {
         goto done;
     }
-    c.idcg = c.ideal + (most + 1);
-    c.dcg = c.idcg + (most + 1);
-    c.ap = c.dcg + (most + 1);
     if (score_all(&c, &run, &table, nq, &first_dup) == 0) {
         result = PyLong_FromLongLong((long long)first_dup);
     }
@@ -904,12 +685,8 @@ done:
     }
     PyMem_Free(c.slots);
     PyMem_Free(c.hashes);
-    PyMem_Free(c.hits);
-    PyMem_Free(c.rel);
-    PyMem_Free(c.counts);
-    PyMem_Free(c.judged);
-    PyMem_Free(c.ideal);
-    PyMem_Free(c.log2_table);
+    PyMem_Free(c.tally_mem);
+    PyMem_Free(c.log2s.v);
     release_run(&run);
     release_strings(&qids);
     release_strings(&jdocs);

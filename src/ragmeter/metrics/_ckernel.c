@@ -1,9 +1,10 @@
 /* ragmeter.metrics._ckernel: the compiled twin of ragmeter.metrics._kernel.py_score_query.
  *
  * score_query(ranked, judgements, ks, codes, relevance_level) returns exactly what the Python
- * kernel returns (the same floats, bit for bit: the same IEEE operations in the same order) on
- * the inputs it recognises, and hands every other call to the Python kernel unchanged, so the
- * Python kernel stays the one reference for results *and* for errors. Recognised inputs:
+ * kernel returns (the same floats, bit for bit: the same IEEE operations in the same order, in
+ * _kvalues.h) on the inputs it recognises, and hands every other call to the Python kernel
+ * unchanged, so the Python kernel stays the one reference for results *and* for errors.
+ * Recognised inputs:
  *
  *   ranked           an exact list or tuple of exact str
  *   judgements       an exact dict with exact str keys and grades that are exact bool, or exact
@@ -22,6 +23,8 @@
  * Values of exactly +0.0 and 1.0 (most hit rates, many precisions and judged shares) are
  * returned as two shared float objects, so a query allocates only the floats that differ.
  *
+ * RunLoop (in _ckernel_run.c) scores a whole run's rankings the same way in one C loop.
+ *
  * column_sums(values, width) gives math.fsum of each column of a flat buffer of doubles (the
  * per-query values a run keeps), at C speed; see its comment below.
  *
@@ -32,64 +35,17 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-enum { NDCG, RECALL, PRECISION, HIT_RATE, MRR, MAP, JUDGED, N_CODES };
-
-#define EXACT_LIMIT 9007199254740992LL /* 2**53: ints up to it are exact as doubles */
+#include "_ckernel.h"
 
 static PyObject *fallback_kernel = NULL; /* the Python reference kernel */
 static PyObject *repeated_error = NULL;  /* RepeatedDocsError */
 static PyObject *float_zero = NULL;      /* 0.0 and 1.0, shared: most values are one of them */
 static PyObject *float_one = NULL;
 
-/* log2_table[r] == log2(r + 1): the DCG discount of 1-based rank r (log2_table[0] unused). */
-static double *log2_table = NULL;
-static Py_ssize_t log2_size = 0;
+Log2Table ck_log2 = {NULL, 0};
 
-typedef struct {
-    Py_hash_t hash;
-    Py_ssize_t index; /* position in ranked, -1 for an empty slot */
-} Slot;
-
-typedef struct {
-    Py_ssize_t rank; /* 1-based */
-    double grade;
-} Hit;
-
-/* Make log2_table cover ranks up to n; 0 on success, -1 (MemoryError set) on failure. */
-static int
-grow_log2(Py_ssize_t n)
-{
-    if (n < log2_size) {
-        return 0;
-    }
-    Py_ssize_t size = log2_size ? 2 * log2_size : 1025;
-    while (size <= n) {
-        size *= 2;
-    }
-    double *table = PyMem_Realloc(log2_table, (size_t)size * sizeof(double));
-    if (table == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (log2_size == 0) {
-        table[0] = 0.0;
-        log2_size = 1;
-    }
-    for (Py_ssize_t r = log2_size; r < size; r++) {
-        table[r] = log2((double)(r + 1));
-    }
-    log2_table = table;
-    log2_size = size;
-    return 0;
-}
-
-/* A grade (or level) as a double: 1 if exact, 0 if the object is not a recognised number. */
-static int
-as_exact_double(PyObject *v, double *out)
+int
+ck_exact_double(PyObject *v, double *out)
 {
     if (PyFloat_CheckExact(v)) {
         double x = PyFloat_AS_DOUBLE(v);
@@ -101,6 +57,18 @@ as_exact_double(PyObject *v, double *out)
         return 1;
     }
     if (PyLong_CheckExact(v) || PyBool_Check(v)) {
+#if PY_VERSION_HEX >= 0x030C0000 && !defined(Py_LIMITED_API)
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) { /* one digit: the usual grade */
+            *out = (double)PyUnstable_Long_CompactValue((PyLongObject *)v);
+            return 1;
+        }
+#elif !defined(Py_LIMITED_API)
+        Py_ssize_t size = Py_SIZE(v);
+        if (size >= -1 && size <= 1) { /* one digit (or 0): the usual grade */
+            *out = (double)(size * (Py_ssize_t)((PyLongObject *)v)->ob_digit[0]);
+            return 1;
+        }
+#endif
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred()) {
@@ -116,105 +84,111 @@ as_exact_double(PyObject *v, double *out)
     return 0;
 }
 
-/* An exact int in [lo, hi], or -1 when the object is anything else. */
-static long long
-small_int(PyObject *v, long long lo, long long hi)
+int
+ck_parse_ints(PyObject *seq, int64_t *out, long long lo, long long hi, int ascending)
 {
-    if (!PyLong_CheckExact(v)) {
+    if (!(PyList_CheckExact(seq) || PyTuple_CheckExact(seq))) {
+        return 0;
+    }
+    PyObject *const *items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyLong_CheckExact(items[i])) {
+            return 0;
+        }
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (overflow || x < lo || x > hi || (ascending && i > 0 && x <= out[i - 1])) {
+            return 0;
+        }
+        out[i] = (int64_t)x;
+    }
+    return 1;
+}
+
+PyObject *
+ck_float(double x)
+{
+    if (x == 0.0 && !signbit(x)) { /* +0.0: the one float object, shared */
+        return Py_NewRef(float_zero);
+    }
+    if (x == 1.0) {
+        return Py_NewRef(float_one);
+    }
+    return PyFloat_FromDouble(x);
+}
+
+int
+ck_scratch_fit(Scratch *s, Py_ssize_t n, Py_ssize_t nj, Py_ssize_t nk, Py_ssize_t nvals)
+{
+    Py_ssize_t cap = 8;
+    while (cap < 2 * n) {
+        cap <<= 1;
+    }
+    if (s->block != NULL && cap <= s->slots_cap && nj <= s->nj_cap && nk == s->nk &&
+        nvals <= s->nvals) {
+        return 0;
+    }
+    if (s->block != NULL) { /* grow by doubling, so a run of growing rankings reallocates
+                               a few times only */
+        cap = cap > s->slots_cap ? cap : s->slots_cap;
+        nj = nj > 2 * s->nj_cap ? nj : (nj > s->nj_cap ? 2 * s->nj_cap : s->nj_cap);
+        nvals = nvals > s->nvals ? nvals : s->nvals;
+    }
+    size_t size = (size_t)cap * sizeof(Slot) + tally_bytes(nj, nk) +
+                  (size_t)nvals * sizeof(double);
+    char *block = PyMem_Realloc(s->block, size);
+    if (block == NULL) {
+        PyErr_NoMemory();
         return -1;
     }
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (x == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
-    if (overflow || x < lo || x > hi) {
-        return -1;
-    }
-    return x;
+    memset(block, 0, (size_t)cap * sizeof(Slot)); /* stamp 0: never a ranking's */
+    s->stamp = 0;
+    s->block = block;
+    s->slots_cap = cap;
+    s->nj_cap = nj;
+    s->nk = nk;
+    s->nvals = nvals;
+    s->slots = (Slot *)block;
+    tally_place(&s->t, s->slots + cap, nj, nk);
+    s->out = (double *)(block + (size - (size_t)nvals * sizeof(double)));
+    return 0;
 }
 
-static int
-cmp_rank(const void *a, const void *b)
+void
+ck_scratch_free(Scratch *s)
 {
-    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
-    return (x > y) - (x < y);
+    PyMem_Free(s->block);
+    memset(s, 0, sizeof *s);
 }
 
-static int
-cmp_hit(const void *a, const void *b)
+/* The hash of an exact str (cached in the object after the first time). */
+static inline Py_hash_t
+str_hash(PyObject *s)
 {
-    Py_ssize_t x = ((const Hit *)a)->rank, y = ((const Hit *)b)->rank;
-    return (x > y) - (x < y);
-}
-
-static int
-cmp_desc(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b; /* never NaN: grades are > 0 */
-    return (x < y) - (x > y);
-}
-
-static void
-sort_ranks(Py_ssize_t *v, Py_ssize_t n)
-{
-    if (n > 16) {
-        qsort(v, (size_t)n, sizeof(Py_ssize_t), cmp_rank);
-        return;
+#if !defined(Py_LIMITED_API) && !defined(Py_GIL_DISABLED)
+    Py_hash_t h = ((PyASCIIObject *)s)->hash;
+    if (h != -1) {
+        return h;
     }
-    for (Py_ssize_t i = 1; i < n; i++) {
-        Py_ssize_t x = v[i], j = i;
-        for (; j > 0 && v[j - 1] > x; j--) {
-            v[j] = v[j - 1];
-        }
-        v[j] = x;
-    }
-}
-
-static void
-sort_hits(Hit *v, Py_ssize_t n)
-{
-    if (n > 16) {
-        qsort(v, (size_t)n, sizeof(Hit), cmp_hit);
-        return;
-    }
-    for (Py_ssize_t i = 1; i < n; i++) {
-        Hit x = v[i];
-        Py_ssize_t j = i;
-        for (; j > 0 && v[j - 1].rank > x.rank; j--) {
-            v[j] = v[j - 1];
-        }
-        v[j] = x;
-    }
-}
-
-static void
-sort_desc(double *v, Py_ssize_t n)
-{
-    if (n > 16) {
-        qsort(v, (size_t)n, sizeof(double), cmp_desc);
-        return;
-    }
-    for (Py_ssize_t i = 1; i < n; i++) {
-        double x = v[i];
-        Py_ssize_t j = i;
-        for (; j > 0 && v[j - 1] < x; j--) {
-            v[j] = v[j - 1];
-        }
-        v[j] = x;
-    }
+#endif
+    return PyObject_Hash(s);
 }
 
 /* Where `doc` (an exact str with hash h) sits in the table: its slot, or the empty slot that
  * ends its probe sequence. -1 (exception set) only if a comparison fails. */
-static Py_ssize_t
-probe(const Slot *slots, size_t mask, PyObject *const *items, PyObject *doc, Py_hash_t h)
+static inline Py_ssize_t
+probe(const Slot *slots, size_t mask, uint32_t stamp, PyObject *const *items, PyObject *doc,
+      Py_hash_t h)
 {
     size_t j = (size_t)h & mask;
     for (;;) {
         const Slot *s = &slots[j];
-        if (s->index < 0) {
+        if (s->stamp != stamp) {
             return (Py_ssize_t)j;
         }
         if (s->hash == h) {
@@ -231,6 +205,81 @@ probe(const Slot *slots, size_t mask, PyObject *const *items, PyObject *doc, Py_
     }
 }
 
+int
+ck_score_ranking(const Options *o, int want_judged, Scratch *s, PyObject *const *items,
+                 Py_ssize_t n, PyObject *judgements, Py_ssize_t *nv)
+{
+    Py_ssize_t nvals = 0;
+    for (Py_ssize_t ci = 0; ci < o->nc; ci++) { /* only MRR and MAP add an uncut value */
+        nvals += o->nk + (o->codes[ci] == MRR || o->codes[ci] == MAP);
+    }
+    if (ck_scratch_fit(s, n, PyDict_GET_SIZE(judgements), o->nk, nvals) < 0) {
+        return Q_ERROR;
+    }
+    Py_ssize_t cap = 8;
+    while (cap < 2 * n) {
+        cap <<= 1;
+    }
+    if (n >= UINT32_MAX) {
+        return Q_OTHER;
+    }
+    Slot *slots = s->slots;
+    size_t mask = (size_t)cap - 1;
+    if (++s->stamp == 0) { /* wrapped around: clear the table once */
+        memset(slots, 0, (size_t)s->slots_cap * sizeof(Slot));
+        s->stamp = 1;
+    }
+    uint32_t stamp = s->stamp;
+    int repeated = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* the ranking: position by id, and a repeat */
+        PyObject *doc = items[i];
+        if (!PyUnicode_CheckExact(doc)) {
+            return Q_OTHER;
+        }
+        Py_hash_t h = str_hash(doc);
+        Py_ssize_t j;
+        if (h == -1 || (j = probe(slots, mask, stamp, items, doc, h)) < 0) {
+            return Q_ERROR;
+        }
+        if (slots[j].stamp == stamp) {
+            repeated = 1;
+        }
+        else {
+            slots[j].hash = h;
+            slots[j].index = (uint32_t)i;
+            slots[j].stamp = stamp;
+        }
+    }
+    Tally *t = &s->t;
+    tally_start(t, o->nk);
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(judgements, &pos, &key, &value)) { /* one walk over the judgements */
+        double g;
+        if (!PyUnicode_CheckExact(key) || !ck_exact_double(value, &g)) {
+            return Q_OTHER;
+        }
+        if (!want_judged && !tally_counts(o, g)) {
+            continue;
+        }
+        Py_hash_t h = str_hash(key);
+        Py_ssize_t j;
+        if (h == -1 || (j = probe(slots, mask, stamp, items, key, h)) < 0) {
+            return Q_ERROR;
+        }
+        /* rank 0: not retrieved */
+        tally_add(o, t, g, slots[j].stamp == stamp ? (int64_t)slots[j].index + 1 : 0);
+    }
+    if (t->n_rel == 0) {
+        return Q_NONE;
+    }
+    if (repeated) {
+        return Q_REPEATED;
+    }
+    *nv = tally_values(o, t, n, &ck_log2, s->out);
+    return *nv < 0 ? Q_ERROR : Q_SCORED;
+}
+
 static PyObject *
 call_fallback(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -241,25 +290,6 @@ call_fallback(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
         return NULL;
     }
     return PyObject_Vectorcall(fallback_kernel, args, (size_t)nargs, kwnames);
-}
-
-/* A sequence argument (ks, codes) parsed into `out` (capacity n): 1 ok, 0 not recognised. */
-static int
-parse_ints(PyObject *seq, Py_ssize_t *out, long long lo, long long hi, int ascending)
-{
-    PyObject *const *items = PySequence_Fast_ITEMS(seq);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long long x = small_int(items[i], lo, hi);
-        if (x < 0) {
-            return 0;
-        }
-        if (ascending && i > 0 && x <= out[i - 1]) {
-            return 0;
-        }
-        out[i] = (Py_ssize_t)x;
-    }
-    return 1;
 }
 
 static PyObject *
@@ -277,271 +307,58 @@ score_query(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         !(PyList_CheckExact(codes_obj) || PyTuple_CheckExact(codes_obj))) {
         return call_fallback(args, nargs, kwnames);
     }
-    int has_level = level_obj != Py_None;
-    double level = 0.0;
-    if (has_level && (PyBool_Check(level_obj) || !as_exact_double(level_obj, &level))) {
+    Options o = {0};
+    if (level_obj != Py_None) {
+        if (PyBool_Check(level_obj) || !ck_exact_double(level_obj, &o.level)) {
+            return call_fallback(args, nargs, kwnames);
+        }
+        o.has_level = 1;
+    }
+    o.nk = PySequence_Fast_GET_SIZE(ks_obj);
+    o.nc = PySequence_Fast_GET_SIZE(codes_obj);
+    if (o.nk == 0) {
         return call_fallback(args, nargs, kwnames);
     }
-
-    PyObject *const *items = PySequence_Fast_ITEMS(ranked);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(ranked);
-    Py_ssize_t nj = PyDict_GET_SIZE(judgements);
-    Py_ssize_t nk = PySequence_Fast_GET_SIZE(ks_obj);
-    Py_ssize_t nc = PySequence_Fast_GET_SIZE(codes_obj);
-    if (nk == 0) {
-        return call_fallback(args, nargs, kwnames);
-    }
-    Py_ssize_t cap = 8;
-    while (cap < 2 * n) {
-        cap <<= 1;
-    }
-    Py_ssize_t nvals = nc * (nk + 1); /* an upper bound: only MRR and MAP add the uncut value */
-
-    /* one block: every element below is 8 or 16 bytes, so each part stays aligned */
-    size_t size = (size_t)cap * sizeof(Slot) + (size_t)nj * sizeof(Hit) +
-                  (size_t)(3 * nk + nc + nj) * sizeof(Py_ssize_t) +
-                  (size_t)(4 * (nj + 1) + nvals) * sizeof(double);
-    char *block = PyMem_Malloc(size ? size : 1);
-    if (block == NULL) {
+    int64_t small[32], *ints = small;
+    if (o.nk + o.nc > 32 && (ints = PyMem_Malloc((size_t)(o.nk + o.nc) * 8)) == NULL) {
         return PyErr_NoMemory();
     }
-    Slot *slots = (Slot *)block;
-    Hit *hits = (Hit *)(slots + cap);                 /* retrieved, grade > 0: the DCG gains */
-    Py_ssize_t *ks = (Py_ssize_t *)(hits + nj);
-    Py_ssize_t *counts = ks + nk;                     /* relevant ranks <= k, per k */
-    Py_ssize_t *judged = counts + nk;                 /* judged ranks <= k, per k */
-    Py_ssize_t *codes = judged + nk;
-    Py_ssize_t *rel = codes + nc;                     /* ranks of the retrieved relevant docs */
-    double *ideal = (double *)(rel + nj);             /* every grade > 0 */
-    double *idcg = ideal + (nj + 1);
-    double *dcg = idcg + (nj + 1);
-    double *ap = dcg + (nj + 1);
-    double *out = ap + (nj + 1);
+    Scratch s = {0};
     PyObject *result = NULL;
-
-    if (!parse_ints(ks_obj, ks, 1, EXACT_LIMIT, 1) || !parse_ints(codes_obj, codes, 0, N_CODES - 1, 0)) {
-        goto fallback;
-    }
-    int want_judged = 0;
-    for (Py_ssize_t ci = 0; ci < nc; ci++) {
-        want_judged |= codes[ci] == JUDGED;
-    }
-    memset(judged, 0, (size_t)nk * sizeof(Py_ssize_t));
-
-    /* the ranking's doc ids: position by id, and whether one repeats */
-    memset(slots, 0xff, (size_t)cap * sizeof(Slot)); /* index -1: empty */
-    size_t mask = (size_t)cap - 1;
-    int repeated = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *doc = items[i];
-        if (!PyUnicode_CheckExact(doc)) {
-            goto fallback;
-        }
-        Py_hash_t h = PyObject_Hash(doc);
-        if (h == -1) {
-            goto error;
-        }
-        Py_ssize_t j = probe(slots, mask, items, doc, h);
-        if (j < 0) {
-            goto error;
-        }
-        if (slots[j].index >= 0) {
-            repeated = 1;
-        }
-        else {
-            slots[j].hash = h;
-            slots[j].index = i;
-        }
-    }
-
-    /* one walk over the judgements */
-    Py_ssize_t n_rel = 0, n_rel_hits = 0, n_hits = 0, n_ideal = 0, pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(judgements, &pos, &key, &value)) {
-        double g;
-        if (!PyUnicode_CheckExact(key) || !as_exact_double(value, &g)) {
-            goto fallback;
-        }
-        int positive = g > 0;
-        int relevant = has_level ? g >= level : positive;
-        if (!relevant && !positive && !want_judged) {
-            continue;
-        }
-        Py_hash_t h = PyObject_Hash(key);
-        if (h == -1) {
-            goto error;
-        }
-        Py_ssize_t j = probe(slots, mask, items, key, h);
-        if (j < 0) {
-            goto error;
-        }
-        Py_ssize_t r = slots[j].index + 1; /* 0: not retrieved */
-        if (want_judged && r && r <= ks[nk - 1]) { /* counted at the first k >= r */
-            Py_ssize_t lo = 0, hi = nk - 1;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (ks[mid] >= r) {
-                    hi = mid;
-                }
-                else {
-                    lo = mid + 1;
-                }
-            }
-            judged[lo]++;
-        }
-        if (relevant) {
-            n_rel++;
-            if (r) {
-                rel[n_rel_hits++] = r;
-            }
-        }
-        if (positive) {
-            ideal[n_ideal++] = g;
-            if (r) {
-                hits[n_hits].rank = r;
-                hits[n_hits].grade = g;
-                n_hits++;
-            }
-        }
-    }
-    if (n_rel == 0) {
-        PyMem_Free(block);
-        Py_RETURN_NONE;
-    }
-    if (repeated) {
-        PyErr_SetNone(repeated_error != NULL ? repeated_error : PyExc_ValueError);
-        goto error;
-    }
-    sort_ranks(rel, n_rel_hits);
-    for (Py_ssize_t t = 0, c = 0; t < nk; t++) {
-        while (c < n_rel_hits && rel[c] <= ks[t]) {
-            c++;
-        }
-        counts[t] = c;
-    }
-
-    int have_ap = 0, have_ndcg = 0;
-    Py_ssize_t last = 0;
     Py_ssize_t nv = 0;
-    for (Py_ssize_t ci = 0; ci < nc; ci++) {
-        switch (codes[ci]) {
-        case PRECISION:
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = (double)counts[t] / (double)ks[t];
-            }
-            break;
-        case RECALL:
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = (double)counts[t] / (double)n_rel;
-            }
-            break;
-        case HIT_RATE:
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = counts[t] ? 1.0 : 0.0;
-            }
-            break;
-        case MRR: {
-            double rr = n_rel_hits ? 1.0 / (double)rel[0] : 0.0;
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = counts[t] ? rr : 0.0;
-            }
-            out[nv++] = rr;
-            break;
+    int status = Q_OTHER;
+    if (ck_parse_ints(ks_obj, ints, 1, EXACT_LIMIT, 1) &&
+        ck_parse_ints(codes_obj, ints + o.nk, 0, N_CODES - 1, 0)) {
+        o.ks = ints;
+        o.codes = ints + o.nk;
+        int want_judged = 0;
+        for (Py_ssize_t ci = 0; ci < o.nc; ci++) {
+            want_judged |= o.codes[ci] == JUDGED;
         }
-        case JUDGED: /* judged docs in the top min(k, n), over min(k, n); 0 for nothing */
-            for (Py_ssize_t t = 0, c = 0; t < nk; t++) {
-                c += judged[t];
-                Py_ssize_t top = ks[t] < n ? ks[t] : n;
-                out[nv++] = top ? (double)c / (double)top : 0.0;
-            }
-            break;
-        case MAP:
-            if (!have_ap) { /* ap[c]: sum of (relevant so far / rank) over the first c hits */
-                double acc = 0.0;
-                ap[0] = 0.0;
-                for (Py_ssize_t j = 0; j < n_rel_hits; j++) {
-                    acc += (double)(j + 1) / (double)rel[j];
-                    ap[j + 1] = acc;
-                }
-                have_ap = 1;
-            }
-            for (Py_ssize_t t = 0; t < nk; t++) {
-                out[nv++] = ap[counts[t]] / (double)n_rel;
-            }
-            out[nv++] = ap[n_rel_hits] / (double)n_rel;
-            break;
-        default: /* NDCG */
-            if (n_hits == 0) {
-                for (Py_ssize_t t = 0; t < nk; t++) {
-                    out[nv++] = 0.0;
-                }
+        status = ck_score_ranking(&o, want_judged, &s, PySequence_Fast_ITEMS(ranked),
+                                  PySequence_Fast_GET_SIZE(ranked), judgements, &nv);
+    }
+    if (status == Q_NONE) {
+        result = Py_NewRef(Py_None);
+    }
+    else if (status == Q_REPEATED) {
+        PyErr_SetNone(repeated_error != NULL ? repeated_error : PyExc_ValueError);
+    }
+    else if (status == Q_SCORED && (result = PyList_New(nv)) != NULL) {
+        for (Py_ssize_t i = 0; i < nv; i++) {
+            PyObject *f = ck_float(s.out[i]);
+            if (f == NULL) {
+                Py_CLEAR(result);
                 break;
             }
-            if (!have_ndcg) {
-                Py_ssize_t kmax = ks[nk - 1];
-                sort_hits(hits, n_hits);
-                sort_desc(ideal, n_ideal);
-                last = n_ideal < kmax ? n_ideal : kmax;
-                Py_ssize_t top = hits[n_hits - 1].rank > last ? hits[n_hits - 1].rank : last;
-                if (grow_log2(top) < 0) {
-                    goto error;
-                }
-                double acc = 0.0;
-                idcg[0] = 0.0;
-                for (Py_ssize_t i = 1; i <= last; i++) {
-                    acc += ideal[i - 1] / log2_table[i];
-                    idcg[i] = acc;
-                }
-                acc = 0.0;
-                dcg[0] = 0.0;
-                for (Py_ssize_t j = 0; j < n_hits; j++) {
-                    acc += hits[j].grade / log2_table[hits[j].rank];
-                    dcg[j + 1] = acc;
-                }
-                have_ndcg = 1;
-            }
-            for (Py_ssize_t t = 0, c = 0; t < nk; t++) {
-                if (has_level) { /* gains within k; without a level they are the counts */
-                    while (c < n_hits && hits[c].rank <= ks[t]) {
-                        c++;
-                    }
-                }
-                else {
-                    c = counts[t];
-                }
-                out[nv++] = dcg[c] / idcg[ks[t] < last ? ks[t] : last];
-            }
+            PyList_SET_ITEM(result, i, f);
         }
     }
-
-    result = PyList_New(nv);
-    if (result == NULL) {
-        goto error;
+    ck_scratch_free(&s);
+    if (ints != small) {
+        PyMem_Free(ints);
     }
-    for (Py_ssize_t i = 0; i < nv; i++) {
-        PyObject *f;
-        if (out[i] == 0.0 && !signbit(out[i])) { /* +0.0: the one float object, shared */
-            f = Py_NewRef(float_zero);
-        }
-        else if (out[i] == 1.0) {
-            f = Py_NewRef(float_one);
-        }
-        else if ((f = PyFloat_FromDouble(out[i])) == NULL) {
-            Py_CLEAR(result);
-            goto error;
-        }
-        PyList_SET_ITEM(result, i, f);
-    }
-    PyMem_Free(block);
-    return result;
-
-fallback:
-    PyMem_Free(block);
-    return call_fallback(args, nargs, kwnames);
-
-error:
-    PyMem_Free(block);
-    return NULL;
+    return status == Q_OTHER ? call_fallback(args, nargs, kwnames) : result;
 }
 
 /* ---------------------------------------------------------------- column_sums
@@ -720,6 +537,98 @@ pack_doubles(PyObject *Py_UNUSED(module), PyObject *values)
     return out;
 }
 
+/* Each key of the dict d at its position (n == len(d)), its hash taken from d's entries: one
+ * visit to each key object, not two (a million qrels keys are a million cache misses). */
+static PyObject *
+dict_positions(PyObject *d, PyObject *n_obj)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(n_obj);
+    if (n != PyDict_GET_SIZE(d)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "zip_dict: values must be len(keys)");
+        }
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
+    PyObject *out = _PyDict_NewPresized(n);
+#else
+    PyObject *out = PyDict_New();
+#endif
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+#if PY_VERSION_HEX < 0x030D0000 && !defined(Py_LIMITED_API)
+    Py_hash_t hash;
+    while (out != NULL && _PyDict_Next(d, &pos, &key, &value, &hash)) {
+        PyObject *at = PyLong_FromSsize_t(i++);
+        Py_INCREF(key);
+        if (at == NULL || _PyDict_SetItem_KnownHash(out, key, at, hash) < 0) {
+            Py_CLEAR(out);
+        }
+#else
+    while (out != NULL && PyDict_Next(d, &pos, &key, &value)) {
+        PyObject *at = PyLong_FromSsize_t(i++);
+        Py_INCREF(key);
+        if (at == NULL || PyDict_SetItem(out, key, at) < 0) {
+            Py_CLEAR(out);
+        }
+#endif
+        Py_DECREF(key);
+        Py_XDECREF(at);
+    }
+    return out;
+}
+
+/* zip_dict(keys, values): dict(zip(keys, values)) for a list of keys and a list of as many
+ * values, or an int n == len(keys) for the values 0 .. n - 1 (each key's position), made at
+ * its final size (no resizing, no tuple per item). */
+static PyObject *
+zip_dict(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs == 2 && PyDict_CheckExact(args[0]) && PyLong_CheckExact(args[1])) {
+        return dict_positions(args[0], args[1]);
+    }
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "zip_dict(keys, values): keys must be a list");
+        return NULL;
+    }
+    PyObject *keys = args[0], *values = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    int positions = PyLong_CheckExact(values);
+    if (positions ? PyLong_AsSsize_t(values) != n
+                  : !PyList_CheckExact(values) || PyList_GET_SIZE(values) != n) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError,
+                             "zip_dict: values must be a list as long as keys, or len(keys)");
+        }
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
+    PyObject *out = _PyDict_NewPresized(n);
+#else
+    PyObject *out = PyDict_New();
+#endif
+    /* the lists are re-read each time: a key's __eq__ could change them */
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(keys); i++) {
+        PyObject *value;
+        if (positions) {
+            value = PyLong_FromSsize_t(i);
+        }
+        else if (i < PyList_GET_SIZE(values)) {
+            value = Py_NewRef(PyList_GET_ITEM(values, i));
+        }
+        else {
+            break;
+        }
+        PyObject *key = Py_NewRef(PyList_GET_ITEM(keys, i));
+        if (value == NULL || PyDict_SetItem(out, key, value) < 0) {
+            Py_CLEAR(out);
+        }
+        Py_DECREF(key);
+        Py_XDECREF(value);
+    }
+    return out;
+}
+
 static PyObject *
 configure(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -752,6 +661,10 @@ PyDoc_STRVAR(column_sums_doc,
 PyDoc_STRVAR(pack_doubles_doc,
              "pack_doubles(values)\n--\n\n"
              "A list of floats as the bytes of C doubles (for array('d').frombytes).");
+PyDoc_STRVAR(zip_dict_doc,
+             "zip_dict(keys, values)\n--\n\n"
+             "dict(zip(keys, values)) made at its final size; values may be len(keys) for "
+             "each key's position (keys: a list, or a dict for its keys).");
 PyDoc_STRVAR(configure_doc,
              "configure(fallback, repeated_error)\n--\n\n"
              "Set the Python kernel that unrecognised inputs go to, and RepeatedDocsError.");
@@ -761,6 +674,7 @@ static PyMethodDef methods[] = {
      score_query_doc},
     {"column_sums", (PyCFunction)(void (*)(void))column_sums, METH_FASTCALL, column_sums_doc},
     {"pack_doubles", pack_doubles, METH_O, pack_doubles_doc},
+    {"zip_dict", (PyCFunction)(void (*)(void))zip_dict, METH_FASTCALL, zip_dict_doc},
     {"configure", configure, METH_VARARGS, configure_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -780,7 +694,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__ckernel(void)
 {
-    if (grow_log2(1024) < 0) {
+    if (log2_grow(&ck_log2, 1024) < 0) {
         return NULL;
     }
     if (float_zero == NULL && (float_zero = PyFloat_FromDouble(0.0)) == NULL) {
@@ -789,5 +703,12 @@ PyInit__ckernel(void)
     if (float_one == NULL && (float_one = PyFloat_FromDouble(1.0)) == NULL) {
         return NULL;
     }
-    return PyModule_Create(&module_def);
+    if (PyType_Ready(&ck_RunLoopType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module != NULL && PyModule_AddObjectRef(module, "RunLoop", (PyObject *)&ck_RunLoopType) < 0) {
+        Py_CLEAR(module);
+    }
+    return module;
 }

@@ -1,7 +1,8 @@
 """Type stub of the optional compiled kernel (``_ckernel.c``); see ``_kernel.py``."""
 
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 def score_query(
     ranked: Sequence[str],
@@ -15,3 +16,30 @@ def configure(
 ) -> None: ...
 def column_sums(values: array[float], width: int) -> list[float] | None: ...
 def pack_doubles(values: list[float]) -> bytes: ...
+def zip_dict(keys: list[Any] | dict[Any, Any], values: list[Any] | int) -> dict[Any, Any]: ...
+
+class RunLoop:
+    """A run's ``(query_id, ranking)`` pairs scored in one C loop (see ``_ckernel_run.c``)."""
+
+    def __init__(
+        self,
+        index: dict[str, int],
+        judgements: list[Mapping[str, float]],
+        ks: Sequence[int],
+        codes: Sequence[int],
+        level: float | None,
+        keys: list[str],
+        cut: int,
+        jpos: int,
+        examples: int,
+        run_ids: list[str],
+        ranked_at: list[int],
+        positions: list[int],
+        ids: list[str],
+        rows: list[dict[str, float]],
+        values: array[float],
+        /,
+    ) -> None: ...
+    def feed(self, iterator: Iterator[Any], need_judged: bool, /) -> Any: ...
+    @property
+    def counts(self) -> tuple[int, int, int, int, int]: ...

@@ -22,7 +22,9 @@ with ``dict`` judgements of ``int``/``float``/``bool`` grades, and hands any oth
 (other id types, numpy scalars, a bad grade ...) to :func:`py_score_query`, so results and
 errors are the Python kernel's. :data:`score_query` is the compiled one when it is importable,
 unless the environment variable ``RAGMETER_PURE_PYTHON`` is set to anything but ``""``/``"0"``
-when this module is imported; :data:`BACKEND` says which (``"c"`` or ``"python"``).
+when this module is imported; :data:`BACKEND` says which (``"c"`` or ``"python"``). The same
+extension scores a whole run in one C loop (:data:`c_run_loop`, used by
+:mod:`ragmeter.evaluation.scoring`) with the same per-query arithmetic.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ import os
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ragmeter._types import MAX_GRADE
+
+if TYPE_CHECKING:
+    from ragmeter.metrics._ckernel import RunLoop as RunLoop
 
 __all__ = [
     "BACKEND",
@@ -43,14 +48,17 @@ __all__ = [
     "NonStrIdsError",
     "RepeatedDocsError",
     "ScoreQuery",
+    "c_run_loop",
     "c_score_query",
     "column_sums",
     "doubles",
     "duplicates_in",
     "kernel_codes",
+    "positions",
     "py_score_query",
     "result_keys",
     "score_query",
+    "zip_dict",
 ]
 
 ScoreQuery = Callable[
@@ -346,6 +354,10 @@ def column_sums(values: array[float], width: int) -> list[float]:
     return [math.fsum(values[j::width]) for j in range(width)]
 
 
+c_run_loop: type[RunLoop] | None = None if _FORCE_PYTHON else _load("RunLoop")
+"""The compiled loop over a whole run's rankings (``_ckernel.RunLoop``, see ``_ckernel_run.c``),
+or ``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set."""
+
 c_pack_doubles: Callable[[list[float]], bytes] | None = (
     None if _FORCE_PYTHON else _load("pack_doubles")
 )
@@ -365,3 +377,36 @@ def doubles(values: list[float]) -> array[float]:
     out = array("d")
     out.frombytes(c_pack_doubles(values))
     return out
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+c_zip_dict: Callable[[list[Any] | dict[Any, Any], list[Any] | int], dict[Any, Any]] | None = (
+    None if _FORCE_PYTHON else _load("zip_dict")
+)
+"""The compiled :func:`zip_dict` (``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set)."""
+
+
+def zip_dict(keys: list[K], values: list[V]) -> dict[K, V]:
+    """``dict(zip(keys, values))`` for two lists of one length, made at its final size in C
+    when the compiled kernel is built (a report's million per-query rows, a run's index).
+
+    >>> zip_dict(["q1", "q2"], [{"p@1": 1.0}, {"p@1": 0.0}])
+    {'q1': {'p@1': 1.0}, 'q2': {'p@1': 0.0}}
+    """
+    if c_zip_dict is None:
+        return dict(zip(keys, values, strict=True))
+    return c_zip_dict(keys, values)
+
+
+def positions(keys: Mapping[K, Any]) -> dict[K, int]:
+    """Each key of ``keys`` at its position (in C for a ``dict``: its keys' hashes are read
+    from the dict, so each key object is visited once).
+
+    >>> positions({"q1": {}, "q2": {}})
+    {'q1': 0, 'q2': 1}
+    """
+    if c_zip_dict is None or type(keys) is not dict:
+        return dict(zip(keys, range(len(keys)), strict=True))
+    return c_zip_dict(keys, len(keys))
