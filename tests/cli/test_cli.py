@@ -374,6 +374,10 @@ def test_help_and_no_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = invoke(capsys)
     assert code == 2
     assert "retrieval" in out
+    assert out.count("Usage:") == 1  # the help once, not once by typer and once by us
+    code, out, _ = invoke(capsys, "runs")
+    assert code == 2
+    assert "trend" in out and out.count("Usage:") == 1
 
 
 def test_serve_without_the_server_extra_names_the_pip_command(

@@ -103,8 +103,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         # Command-line errors from click (vendored by recent typer, so matched by shape).
         kind = type(exc).__name__
         if kind == "NoArgsIsHelpError":
-            ctx = getattr(exc, "ctx", None)
-            typer.echo(ctx.get_help() if ctx is not None else str(exc))
+            # the error made the help text when it was raised: with rich installed typer
+            # printed it then (its message is empty), else the message is the help text
+            message = str(getattr(exc, "message", "") or "")
+            if message.strip():
+                typer.echo(message)
             return 2
         if kind == "Abort":
             return _fail("aborted", 130)
