@@ -18,6 +18,11 @@ loop (``_ckernel.RunLoop``) that keeps what this loop keeps and hands it every p
 not recognise (an int id, a repeated doc, an odd grade ...), so the Python loop stays the one
 place where the rules and their messages live.
 
+Everything here touches the compiled kernel (its codes, the loops, its column sums); the
+plan and the partials it fills are in :mod:`ragmeter.evaluation._partial`, the kernel-free
+parts of the report (missing queries, kept keys, streamed means, warnings) in
+:mod:`ragmeter.evaluation._finish`. Every name is imported from here.
+
 >>> plan = plan_run({"q1": {"d1": 1}, "q2": {"d2": 1}}, check_options("recall", 1, None, "zero"))
 >>> partial = score_pairs([("q1", ["d1", "d3"])], plan)
 >>> report = finish_report(partial, plan, WarningLog())
@@ -27,18 +32,15 @@ place where the rules and their messages live.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragmeter._gc import paused_gc
-from ragmeter.aggregate import BLOCK, Distribution
-from ragmeter.errors import InvalidInputError
+from ragmeter.aggregate import Distribution
 from ragmeter.evaluation._checks import (
     RunOptions,
     as_ranking,
@@ -48,16 +50,28 @@ from ragmeter.evaluation._checks import (
     log_read_notes,
     str_keys,
 )
-from ragmeter.evaluation._judged import judged_share, warn_unjudged
-from ragmeter.evaluation._notes import (
-    averaging,
-    no_ranking_error,
-    no_scorable_error,
-    note_missing,
-    note_unjudged_docs,
+from ragmeter.evaluation._finish import (
+    Absent,
+    make_report,
+    missing_queries,
+    report_keys,
+    streamed_means,
 )
+from ragmeter.evaluation._partial import (
+    _EXAMPLES,
+    JUDGED,
+    RunPartial,
+    RunPlan,
+    _look_for_judged_docs,
+    _Sink,
+    merge_partials,
+)
+from ragmeter.evaluation._partial import (  # re-exported: the column drivers import them here
+    _distributions as _distributions,
+)
+from ragmeter.evaluation._partial import _prune as _prune
 from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
-from ragmeter.evaluation._rows import KeptRows, order_keys
+from ragmeter.evaluation._rows import KeptRows
 from ragmeter.metrics._kernel import (
     c_run_loop,
     c_score_query,
@@ -69,14 +83,8 @@ from ragmeter.metrics._kernel import (
     score_query,
     zip_dict,
 )
-from ragmeter.metrics.registry import RetrievalMetric, _Builtin
-from ragmeter.report import (
-    UNJUDGED_JUDGED_ONLY,
-    Conventions,
-    DatasetFingerprint,
-    RetrievalEvalReport,
-    WarningLog,
-)
+from ragmeter.metrics.registry import _Builtin
+from ragmeter.report import RetrievalEvalReport, WarningLog
 
 if TYPE_CHECKING:
     from ragmeter.metrics._kernel import RunLoop
@@ -95,55 +103,6 @@ __all__ = [
     "score_ranking",
     "score_run",
 ]
-
-_EXAMPLES = 4
-"""Distinct ids a message shows before its "..." (see :func:`ragmeter.errors.some_ids`)."""
-
-JUDGED = "judged"
-"""The name of the ``judged@k`` keys every report carries (the kernel's last code)."""
-
-Absent = tuple[int, str, dict[str, float], list[float]]
-"""A judged query no ranking reached: qrels position, id, metrics, the kernel's values."""
-
-
-@dataclass
-class RunPlan:
-    """What scoring a run needs, fixed before the first ranking: qrels, cut-offs, metrics.
-
-    Picklable and sent once to every Dask worker.
-    """
-
-    qrels: Mapping[str, Mapping[str, float]]
-    """The qrels, keyed by ``str`` ids."""
-    index: dict[str, int]
-    """Each judged query's position in the qrels (the order of per_query and messages)."""
-    options: RunOptions
-    codes: list[int]
-    """The compiled kernel's codes of the built-in metrics, ``judged`` last."""
-    keys: list[str]
-    """The kernel's result keys, in its order (``ndcg@10``, ..., ``map``, ``judged@1``, ...)."""
-    metric_keys: list[str]
-    """The first of ``keys``: the metrics asked for (``judged@k`` only if asked for)."""
-    judged_keys: list[str]
-    """The last of ``keys``: ``judged@k`` at each cut-off."""
-    all_keys: list[str]
-    """``metric_keys`` then each custom metric at each cut-off: the report's metrics."""
-    custom: list[tuple[str, RetrievalMetric]]
-    """Registered metrics that are not built in (scored in Python, failures dropped)."""
-    keep: bool
-    """Keep every query's scores (``report.per_query``) or only mergeable aggregates."""
-    judged_at: int = 10
-    """The cut-off of :class:`~ragmeter.report.JudgedShare`'s counts and its warning."""
-    judged_pos: int = -1
-    """Where ``judged@{judged_at}`` sits in ``keys`` (and in the kernel's values)."""
-
-    @property
-    def ks(self) -> tuple[int, ...]:
-        return self.options.ks
-
-    @property
-    def level(self) -> float | None:
-        return self.options.level
 
 
 def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True) -> RunPlan:
@@ -172,120 +131,6 @@ def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True
         judged_at=judged_at,
         judged_pos=keys.index(f"{JUDGED}@{judged_at}"),
     )
-
-
-@dataclass
-class RunPartial:
-    """What scoring some rankings of a run leaves; mergeable in any order of partitions."""
-
-    count: int = 0
-    """Judged queries with a relevant judgement scored from a ranking."""
-    distributions: dict[str, Distribution] = field(default_factory=dict)
-    rows: KeptRows | None = None
-    """Every scored query's position, id, metrics and kernel values, when they are kept."""
-    ranked: list[int] = field(default_factory=list)
-    """Qrels positions of the judged queries that had a ranking (sorted, distinct)."""
-    duplicate: int | None = None
-    """A qrels position ranked twice (refused when the report is made)."""
-    failed: dict[str, tuple[int, str]] = field(default_factory=dict)
-    """Custom metric -> (qrels position of its first failure, the warning)."""
-    run_ids: list[str] = field(default_factory=list)
-    """The first few query ids of the run (judged or not), for a message."""
-    judged_doc: bool = False
-    """Whether some scored ranking holds a judged doc."""
-    retrieved: int = 0
-    """How many doc ids the scored rankings hold."""
-    examples: list[tuple[int, list[str]]] = field(default_factory=list)
-    """The first rankings in qrels order (enough distinct ids for the doc-ids message)."""
-    top: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
-    """At the plan's ``judged_at``: docs in the scored rankings' tops, how many of them are
-    unjudged, rankings that hold a doc, rankings with an unjudged doc in their top."""
-
-    def merge(self, other: RunPartial) -> None:
-        """Fold in ``other`` (the rankings of other partitions)."""
-        self.count += other.count
-        for key, dist in other.distributions.items():
-            self.distributions[key].merge(dist)
-        if self.rows is not None and other.rows is not None:
-            self.rows.extend(other.rows)
-        both = sorted(self.ranked + other.ranked)
-        if self.duplicate is None:
-            self.duplicate = other.duplicate
-        if self.duplicate is None:
-            self.duplicate = next((a for a, b in itertools.pairwise(both) if a == b), None)
-        self.ranked = both
-        for name, (index, entry) in other.failed.items():
-            if name not in self.failed or index < self.failed[name][0]:
-                self.failed[name] = (index, entry)
-        for qid in other.run_ids:
-            if len(self.run_ids) < _EXAMPLES and qid not in self.run_ids:
-                self.run_ids.append(qid)
-        self.judged_doc = self.judged_doc or other.judged_doc
-        self.retrieved += other.retrieved
-        self.top = [a + b for a, b in zip(self.top, other.top, strict=True)]
-        self.examples = [] if self.judged_doc else _prune(self.examples + other.examples)
-
-
-def merge_partials(*parts: RunPartial) -> RunPartial:
-    """Merge partials into a new one (the inputs are left as they were)."""
-    first = parts[0]
-    merged = RunPartial(
-        distributions={key: Distribution() for key in first.distributions},
-        rows=None if first.rows is None else KeptRows(first.rows.width),
-    )
-    for part in parts:
-        merged.merge(part)
-    return merged
-
-
-def _prune(examples: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
-    """The first rankings in qrels order until :data:`_EXAMPLES` distinct ids are seen:
-    all a message showing the first distinct ids of every ranking needs."""
-    kept: list[tuple[int, list[str]]] = []
-    seen: set[str] = set()
-    for entry in sorted(examples):
-        if len(seen) >= _EXAMPLES:
-            break
-        kept.append(entry)
-        seen.update(entry[1])
-    return kept
-
-
-class _Sink:
-    """Where a partial's scores go while it is scored: kept rows, or blocks of values folded
-    into the partial's distributions (and written to a per-query file when one is open)."""
-
-    def __init__(self, plan: RunPlan, part: RunPartial, writer: Any) -> None:
-        self.plan, self.part, self.writer = plan, part, writer
-        self.values: list[list[float]] = []  # kernel values, one list per query
-        self.custom: list[dict[str, float]] = []
-        self.written: list[tuple[str, dict[str, float], None]] = []
-
-    def add(self, qid: str, values: list[float], row: dict[str, float] | None) -> None:
-        self.values.append(values)
-        if self.plan.custom:
-            self.custom.append(row or {})
-        if self.writer is not None:
-            row = row if row is not None else dict(zip(self.plan.metric_keys, values, strict=False))
-            self.written.append((qid, row, None))
-        if len(self.values) >= BLOCK:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.values:
-            import numpy as np
-
-            dists = self.part.distributions
-            matrix = np.array(self.values, dtype=np.float64)  # transposed at C speed
-            for j, key in enumerate(self.plan.keys):
-                dists[key].add_trusted(matrix[:, j].tolist())
-            for key in self.plan.all_keys[len(self.plan.metric_keys) :]:
-                dists[key].add_trusted([row[key] for row in self.custom if key in row])
-        if self.writer is not None and self.written:
-            self.writer.write(self.written)
-        self.values.clear()
-        self.custom.clear()
-        self.written.clear()
 
 
 def score_pairs(
@@ -413,24 +258,6 @@ def _left_to_python(
         yield pair
 
 
-def _look_for_judged_docs(
-    part: RunPartial, judgements: Mapping[str, float], ranked: Sequence[Any], index: int
-) -> None:
-    """Note whether a scored ranking holds a judged doc (else count it for the message)."""
-    ids = [str(d) for d in ranked]
-    if any(d in judgements for d in ids):
-        part.judged_doc = True
-        part.examples = []
-    else:
-        part.retrieved += len(ids)
-        part.examples = _prune([*part.examples, (index, list(dict.fromkeys(ids))[:4])])
-
-
-def _distributions(plan: RunPlan) -> dict[str, Distribution]:
-    """An empty distribution per report metric and per ``judged@k``."""
-    return {key: Distribution() for key in dict.fromkeys(plan.all_keys + plan.judged_keys)}
-
-
 def score_run(
     pairs: Iterable[tuple[Any, Any]],
     plan: RunPlan,
@@ -471,78 +298,30 @@ def finish_report(
     """The report from the merged partial of a whole run: the judged queries no ranking
     reached are added (``missing_queries``), the means taken (``math.fsum`` over the
     queries / their number) and the warnings written to ``log`` and the report."""
-    mode = plan.options.mode
-    missing, absent = _missing_queries(merged, plan)
-    n_ranked = merged.count
-    if not n_ranked and not missing:
-        raise no_scorable_error(plan.level)
-    if not n_ranked:
-        raise no_ranking_error(missing, merged.run_ids)
-    position = {name: i for i, (name, _) in enumerate(plan.custom)}
-    for _, (_, entry) in sorted(
-        merged.failed.items(), key=lambda item: (item[1][0], position[item[0]])
-    ):
-        log.entries.append(entry)
-    if missing:
-        note_missing(log, missing, n_ranked, mode)
-    failed = set(merged.failed)
-    present = [key for key in plan.all_keys if key.split("@", 1)[0] not in failed]
-    if plan.custom:
-        names = [name for name, _ in plan.options.metrics if name != JUDGED] + [JUDGED]
-        ordered = order_keys(present, names, plan.ks)
-    else:
-        ordered = present
-    n = n_ranked + len(absent)
+    missing, absent = missing_queries(merged, plan)
+    ordered, failed = report_keys(merged, plan, log, missing)
+    n = merged.count + len(absent)
     per_q: dict[str, dict[str, float]] = {}
     dists: dict[str, Distribution] = {}
     kept = merged.rows
     if kept is not None:
         per_q, means, judged_means = _kept_means(kept, absent, failed, plan, ordered, n)
     else:
-        dists = merged.distributions
-        cuts = -len(plan.ks)
-        full = [
-            {**dict(zip(plan.judged_keys, v[cuts:], strict=True)), **row} for *_, row, v in absent
-        ]
-        for key, dist in dists.items():
-            dist.add_trusted([row[key] for row in full if key in row])
-        means = {key: dists[key].mean(rule="fsum") for key in ordered}
-        judged_means = {key: dists[key].mean(rule="fsum") for key in plan.judged_keys}
-        if mode == "skip":
-            for key in ordered:
-                dists[key].add_missing(len(missing))
-        if writer is not None:
-            writer.write([(qid, row, None) for _, qid, row, _ in absent])
-            writer.drop([k for k in plan.all_keys if k.split("@", 1)[0] in failed])
-    kernel_metrics = plan.keys[: -len(plan.ks)]
-    all_zero = kernel_metrics and not any(means.get(key) for key in kernel_metrics)
-    judged = judged_share(merged.top, plan.judged_at, plan.options, plan.judged_keys)
-    if kept is not None:
-        judged.set_rows(kept.ids, kept.columns(kept.width - len(plan.ks), kept.width), n)
-    else:
-        judged.set_rows([], [], n)
-    judged.set_means(judged_means)
-    if all_zero and not merged.judged_doc and merged.retrieved:
-        shown = [d for _, ids in sorted(merged.examples) for d in ids]
-        note_unjudged_docs(log, merged.retrieved, shown)
-    else:
-        warn_unjudged(log, judged, plan.qrels, plan.level)
-    unjudged = {"unjudged": UNJUDGED_JUDGED_ONLY} if plan.options.judged_only else {}
-    report = RetrievalEvalReport(
-        metrics=means,
+        means, judged_means, dists = streamed_means(
+            merged, plan, absent, len(missing), ordered, failed, writer
+        )
+    return make_report(
+        merged,
+        plan,
+        log,
+        means,
+        judged_means,
         per_query=per_q,
-        n_queries=n,
-        k_values=plan.ks,
-        conventions=Conventions(
-            relevance_level=plan.level, ties=ties, averaging=averaging(mode), **unjudged
-        ),
-        warnings=list(log.entries),
-        missing_queries=missing,
         distributions={key: dists[key] for key in ordered} if dists else {},
-        judged=judged,
+        missing=missing,
+        n=n,
+        ties=ties,
     )
-    report.set_dataset_fingerprint(functools.partial(DatasetFingerprint.of_qrels, plan.qrels))
-    return report
 
 
 def _kept_means(
@@ -577,36 +356,3 @@ def _kept_means(
     per_q = zip_dict(kept.ids, rows)
     kept.positions, kept.rows = [], []  # the report keeps the ids and values (judged@k)
     return per_q, means, judged
-
-
-def _missing_queries(merged: RunPartial, plan: RunPlan) -> tuple[list[str], list[Absent]]:
-    """The judged queries no ranking reached, and the rows of those that score 0: their
-    position, id, metrics and kernel values."""
-    qids = list(plan.qrels)
-    if merged.duplicate is not None:
-        raise InvalidInputError(
-            f"query {qids[merged.duplicate]!r} has more than one ranking in the run (two "
-            "items, rows or files rank it); a run ranks each query once: keep one"
-        )
-    if len(merged.ranked) == len(qids):
-        return [], []
-    ranked = set(merged.ranked)
-    missing: list[str] = []
-    absent: list[Absent] = []
-    for index, qid in enumerate(qids):
-        if index in ranked:
-            continue
-        judgements = plan.qrels[qid]
-        empty: list[str] = []
-        values = score_ranking(qid, empty, judgements, plan.ks, plan.codes, plan.level)
-        if values is None:
-            continue
-        missing.append(qid)
-        if plan.options.mode == "skip":
-            continue
-        row = dict(zip(plan.metric_keys, values, strict=False))
-        if plan.custom:
-            judgements = str_keys(judgements, f"qrels[{qid!r}]")
-            _custom(plan, merged.failed, qid, index, judgements, empty, row)
-        absent.append((index, qid, row, values))
-    return missing, absent
