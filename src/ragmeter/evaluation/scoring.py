@@ -214,12 +214,19 @@ def score_pairs(
             else:
                 sink.add(qid, values, row)
     sink.flush()
+    return _closed(part, loop, ranked_at, [count, docs, unjudged, shown, short])
+
+
+def _closed(
+    part: RunPartial, loop: RunLoop | None, ranked_at: list[int], counts: list[int]
+) -> RunPartial:
+    """``part`` once its pairs are scored: the loop's ``counts`` (scored queries, then
+    ``part.top``'s four) with the compiled ``loop``'s added, and the qrels positions it
+    ranked, sorted (a position ranked twice is noted in ``part.duplicate``)."""
     if loop is not None:
-        c_count, c_docs, c_unjudged, c_shown, c_short = loop.counts
-        count, docs, unjudged = count + c_count, docs + c_docs, unjudged + c_unjudged
-        shown, short = shown + c_shown, short + c_short
-    part.count = count
-    part.top = [docs, unjudged, shown, short]
+        counts = [a + b for a, b in zip(counts, loop.counts, strict=True)]
+    part.count = counts[0]
+    part.top = counts[1:]
     ranked_at.sort()
     if len(set(ranked_at)) != len(ranked_at):  # a query ranked twice (at C speed)
         part.duplicate = next(a for a, b in itertools.pairwise(ranked_at) if a == b)
