@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -115,7 +116,12 @@ def test_parsing_validation_scoring_and_rendering_run_off_the_event_loop(
 
         return wrapped
 
-    monkeypatch.setattr(_work.json, "loads", spy("parse", json.loads))
+    # the server's own json: patching json.loads itself would also catch whatever else in
+    # the process parses JSON on that thread (an exporter left by another test module)
+    our_json = types.SimpleNamespace(
+        loads=spy("parse", json.loads), JSONDecodeError=json.JSONDecodeError
+    )
+    monkeypatch.setattr(_work, "json", our_json)
     monkeypatch.setattr(_work, "evaluate_rag", spy("score", _work.evaluate_rag))
     monkeypatch.setattr(_work, "evaluate_run", spy("score", _work.evaluate_run))
     render = _responses._JSON.render
