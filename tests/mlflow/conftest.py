@@ -26,11 +26,10 @@ import mlflow  # after the telemetry switch
 def tracking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh sqlite tracking store (its folder), also the working directory (an experiment
     made without an artifact location keeps its artifacts in ``./mlruns``); both are put back
-    after, and tracing is switched off again."""
+    after."""
     folder = tmp_path_factory.mktemp("mlflow")
     before = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
-    mlflow.tracing.enable()
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.chdir(folder)
@@ -38,9 +37,6 @@ def tracking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     finally:
         while mlflow.active_run() is not None:
             mlflow.end_run()
-        # no tracing left on for the test modules that share this process: a trace made
-        # later would be sent to this module's experiment, in a store that is gone
-        mlflow.tracing.disable()
         mlflow.set_tracking_uri(before)
 
 
