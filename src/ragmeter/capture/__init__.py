@@ -137,6 +137,7 @@ from ragmeter.capture._stages import (
     select_calls,
     stage_list,
     stage_names,
+    timing_decides_order,
 )
 from ragmeter.capture._store import SampleStore, SampleView, missing_rule
 from ragmeter.schema import sample_keys
@@ -197,6 +198,7 @@ __all__ = [
     "select_calls",
     "stage_list",
     "stage_names",
+    "timing_decides_order",
     "validated_sample",
 ]
 

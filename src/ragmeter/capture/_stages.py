@@ -33,6 +33,7 @@ __all__ = [
     "select_calls",
     "stage_list",
     "stage_names",
+    "timing_decides_order",
 ]
 
 
@@ -390,12 +391,20 @@ def _finish_order(stages: Sequence[StageRecord], names: dict[int, str]) -> list[
         swapped = False
         for i in range(len(order) - 1):
             a, b = order[i], order[i + 1]
-            if names[id(b)] < names[id(a)] and _concurrent(a, b) and not _related(a, b):
+            if names[id(b)] < names[id(a)] and timing_decides_order(a, b):
                 order[i], order[i + 1] = b, a
                 swapped = True
         if not swapped:
             break
     return order
+
+
+def timing_decides_order(a: StageRecord, b: StageRecord) -> bool:
+    """Whether which of ``a`` and ``b`` finished first is timing's, not the flow's: they may
+    have run at the same time and neither ran inside nor consumed the other. Such stages are
+    listed by name (:func:`stage_list`), so a table read across samples does not depend on
+    a race."""
+    return _concurrent(a, b) and not _related(a, b)
 
 
 def _related(a: StageRecord, b: StageRecord) -> bool:

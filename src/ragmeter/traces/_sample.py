@@ -26,6 +26,7 @@ from ragmeter.capture import (
     infer_context,
     ranking,
     run_metadata,
+    timing_decides_order,
 )
 from ragmeter.schema import CONTEXT, STAGE_KINDS, RagSample, Stage
 
@@ -152,20 +153,6 @@ def _stage_values(
     }
 
 
-def _related(a: StageRecord, b: StageRecord) -> bool:
-    """Whether one stage ran inside the other or consumed it (their order is the flow's)."""
-    for inner, outer in ((a, b), (b, a)):
-        parent = inner.parent
-        while parent is not None:
-            if parent is outer:
-                return True
-            parent = parent.parent
-        for given in outer.inputs or ():
-            if given is inner or given == inner.name:
-                return True
-    return False
-
-
 def _listed(
     stages: Sequence[StageRecord], context: StageRecord | None
 ) -> tuple[list[Stage], dict[int, str]] | None:
@@ -185,16 +172,7 @@ def _listed(
             children.setdefault(id(stage.parent), []).append(names[id(stage)])
     order = sorted(stages, key=lambda s: s.seq)
     for a, b in pairwise(order):
-        if (
-            names[id(b)] < names[id(a)]
-            and (
-                getattr(a, "branch", None) is not None
-                or getattr(b, "branch", None) is not None
-                or a.thread != b.thread
-                or (a.start < b.end and b.start < a.end)  # type: ignore[operator]
-            )
-            and not _related(a, b)
-        ):
+        if names[id(b)] < names[id(a)] and timing_decides_order(a, b):
             return None  # they may have run concurrently: stage_list orders them by name
     out = []
     for stage in order:
