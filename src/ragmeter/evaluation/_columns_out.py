@@ -29,6 +29,7 @@ from ragmeter.evaluation.scoring import (
     _distributions,
     _prune,
     finish_report,
+    output_noted,
 )
 from ragmeter.io.trec import TREC_ORDERING
 from ragmeter.metrics.columns import SCORED, ColumnScores, query_table, score_columns
@@ -141,14 +142,14 @@ def column_report(
     columns: RunRows, scores: ColumnScores, plan: RunPlan, log: WarningLog, out: Path | None
 ) -> RetrievalEvalReport:
     """The report from the kernel's values (kept rows, or distributions and a file)."""
-    from ragmeter.io.scores import open_score_writer
+    from ragmeter.io.scores import open_score_writer, removed_on_error
 
     part = _partial(columns, scores, plan)
     qids = list(plan.qrels)
     scored = np.flatnonzero(scores.status == SCORED).tolist()
     keys = plan.metric_keys
     writer = open_score_writer(out, plan.all_keys, details=False) if out is not None else None
-    try:
+    with removed_on_error(writer):
         if plan.keep:
             kept = KeptRows(len(plan.keys))
             for i, v in zip(scored, scores.values[scored].tolist(), strict=True):
@@ -167,12 +168,4 @@ def column_report(
                          for i, v in zip(block, matrix.tolist(), strict=True)]
                     )  # fmt: skip
         report = finish_report(part, plan, log, ties=TREC_ORDERING, writer=writer)
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
-    if writer is not None:
-        report.extra["per_query_file"] = str(writer.finish())
-    elif not plan.keep:
-        report.extra["per_query"] = "not kept"
-    return report
+    return output_noted(report, writer, plan)

@@ -75,7 +75,7 @@ from ragmeter.evaluation._rag_rules import (
 )
 from ragmeter.evaluation._rag_score import _score
 from ragmeter.evaluation.embedded import split_embedded
-from ragmeter.io.scores import ScoreWriter, open_score_writer, write_scores
+from ragmeter.io.scores import ScoreWriter, open_score_writer, removed_on_error, write_scores
 from ragmeter.metrics import character as _character
 from ragmeter.metrics import faithfulness as _faithfulness
 from ragmeter.metrics import faithfulness_strict as _faithfulness_strict
@@ -227,12 +227,8 @@ def evaluate_rag(
     resolved, explicit = _resolve(metrics, ks, prices)
     log = [str(w) for w in warnings] if warnings is not None else []
     writer = open_score_writer(path, [_key(m) for m in resolved]) if path is not None else None
-    try:
+    with removed_on_error(writer):
         report = _evaluate(samples, resolved, explicit, ks, keep, writer, log, skipped_lines)
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
     if writer is not None:
         report.extra["per_sample_file"] = str(writer.finish())
     elif not keep:

@@ -87,6 +87,7 @@ from ragmeter.metrics.registry import _Builtin
 from ragmeter.report import RetrievalEvalReport, WarningLog
 
 if TYPE_CHECKING:
+    from ragmeter.io.scores import ScoreWriter
     from ragmeter.metrics._kernel import RunLoop
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "finish_report",
     "log_read_notes",
     "merge_partials",
+    "output_noted",
     "plan_run",
     "score_pairs",
     "score_ranking",
@@ -276,17 +278,21 @@ def score_run(
     """Score a whole run in this process: :func:`score_pairs` then :func:`finish_report`,
     the per-query scores written to ``out`` as they are computed when it is given (the
     file is removed again if scoring fails)."""
-    from ragmeter.io.scores import open_score_writer
+    from ragmeter.io.scores import open_score_writer, removed_on_error
 
     writer = open_score_writer(out, plan.all_keys, details=False) if out is not None else None
-    try:
-        with paused_gc():  # no collector walking a million rows (and the run) again and again
-            partial = score_pairs(pairs, plan, writer=writer)
-            report = finish_report(partial, plan, log, ties=ties, writer=writer)
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
+    # no collector walking a million rows (and the run) again and again
+    with removed_on_error(writer), paused_gc():
+        partial = score_pairs(pairs, plan, writer=writer)
+        report = finish_report(partial, plan, log, ties=ties, writer=writer)
+    return output_noted(report, writer, plan)
+
+
+def output_noted(
+    report: RetrievalEvalReport, writer: ScoreWriter | None, plan: RunPlan
+) -> RetrievalEvalReport:
+    """``report`` with where its per-query scores went in ``extra``: the finished file's path
+    (``per_query_file``, the writer finished here), or ``per_query: "not kept"``."""
     if writer is not None:
         report.extra["per_query_file"] = str(writer.finish())
     elif not plan.keep:

@@ -33,12 +33,20 @@ import gzip
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, cast
 
 from ragmeter.errors import DataFormatError, InvalidInputError, MissingDependencyError
 
-__all__ = ["ScoreWriter", "open_score_writer", "read_scores", "score_format", "write_scores"]
+__all__ = [
+    "ScoreWriter",
+    "open_score_writer",
+    "read_scores",
+    "removed_on_error",
+    "score_format",
+    "write_scores",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -232,6 +240,19 @@ def _report_rows(report: Any) -> tuple[list[str], Iterator[Row], bool]:
     return keys, ((k, r, None) for k, r in per_query.items()), False
 
 
+@contextmanager
+def removed_on_error(writer: ScoreWriter | None) -> Iterator[None]:
+    """Run a block that writes to ``writer``; if it raises, the unfinished file is removed
+    (:meth:`ScoreWriter.abort`) and the error goes on, so a score file is whole or absent.
+    ``None`` (no file was asked for) leaves nothing to remove. Finishing is the caller's."""
+    try:
+        yield
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+
+
 def write_scores(report: Any, path: PathLike) -> int:
     """Write a report's per-sample (or per-query) scores to ``path``; return the row count.
 
@@ -240,7 +261,7 @@ def write_scores(report: Any, path: PathLike) -> int:
     """
     keys, rows, details = _report_rows(report)
     writer = open_score_writer(path, keys, details=details)
-    try:
+    with removed_on_error(writer):
         block: list[Row] = []
         for row in rows:
             block.append(row)
@@ -248,9 +269,6 @@ def write_scores(report: Any, path: PathLike) -> int:
                 writer.write(block)
                 block = []
         writer.write(block)
-    except BaseException:
-        writer.abort()
-        raise
     writer.finish()
     return writer.rows
 
