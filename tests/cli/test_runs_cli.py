@@ -446,19 +446,25 @@ def test_a_corrupt_or_foreign_registry_exits_2_naming_the_file(
 
 # --------------------------------------------------------------------------- read-only
 
-# everything the commands import is imported first: the interpreter's own files may not be
-# readable by the unprivileged user
+# Root ignores file modes. Rather than switch to another user (who may not be able to read
+# the interpreter, the virtualenv or the checkout: CI puts them in 0700 folders), a root
+# child drops the capabilities that override file modes from its bounding set and re-executes
+# itself: still uid 0, so it reads what root owns, but a 0444 file or a 0555 folder is
+# read-only to it, as it is to an ordinary user.
+DROP_OVERRIDES = """
+import ctypes, os, sys
+if os.geteuid() == 0:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2, 3):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            sys.exit("cannot drop capability %d: %s" % (cap, os.strerror(ctypes.get_errno())))
+os.execv(sys.executable, [sys.executable, "-c", sys.argv[1], *sys.argv[2:]])
+"""
+
 READ_ONLY_CHILD = """
-import json, os, sys
+import json, sys
 sys.path.insert(0, sys.argv[1])
-import numpy, urllib.parse
-import ragmeter.evaluation.retrieval, ragmeter.html, ragmeter.io.trec, ragmeter.registry
-import ragmeter.stats
 from ragmeter import cli
-from ragmeter.evaluation.retrieval import evaluate_run_file
-from ragmeter.io import read_qrels
-os.setgid(65534)
-os.setuid(65534)
 print(json.dumps(cli.run(sys.argv[2:])))
 """
 
@@ -466,20 +472,16 @@ print(json.dumps(cli.run(sys.argv[2:])))
 def test_a_read_only_registry_is_listed_diffed_and_trended_but_not_changed(
     capsys: pytest.CaptureFixture[str], files: dict[str, Path]
 ) -> None:
-    """As an ordinary user (root ignores file modes) on a registry whose file and folder
-    are not writable: list, show, diff and trend work; pin, rm and --save exit 2 saying
-    the registry is read-only."""
-    import os
+    """On a registry whose file and folder are not writable (for root: with the capabilities
+    that override file modes dropped): list, show, diff and trend work; pin, rm and --save
+    exit 2 saying the registry is read-only."""
     import shutil
     import subprocess
     import sys
     import tempfile
 
-    if os.geteuid() != 0 or not hasattr(os, "setuid"):  # pragma: no cover
-        pytest.skip("needs os.setuid to test as an ordinary user")
     root = Path(tempfile.mkdtemp(prefix="ragmeter-cli-ro-"))
     try:
-        root.chmod(0o755)
         folder = root / "reg"
         registry = folder / "runs.sqlite"
         save(capsys, registry, "bm25", BM25)
@@ -494,16 +496,32 @@ def test_a_read_only_registry_is_listed_diffed_and_trended_but_not_changed(
         src = str(Path(cli.__file__).resolve().parents[2])
 
         def child(*args: str) -> tuple[int, str, str]:
+            command = [sys.executable, "-c", DROP_OVERRIDES, READ_ONLY_CHILD, src, *args]
             done = subprocess.run(
-                [sys.executable, "-c", READ_ONLY_CHILD, src, *args, "--registry", str(registry)],
+                [*command, "--registry", str(registry)],
                 capture_output=True,
                 text=True,
                 timeout=300,
                 cwd=root,
             )
-            *lines, code = done.stdout.strip().splitlines()
-            return int(code), "\n".join(lines), done.stderr
+            lines = done.stdout.strip().splitlines()
+            assert lines, f"the child printed nothing (exit {done.returncode}): {done.stderr}"
+            return int(lines[-1]), "\n".join(lines[:-1]), done.stderr
 
+        # the child really cannot write there
+        code = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                DROP_OVERRIDES,
+                "import sys; open(sys.argv[1], 'ab')",
+                str(registry),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert code.returncode != 0 and "Permission denied" in code.stderr, code.stderr
         code, out, err = child("runs", "list", "--json")
         assert code == 0, err
         assert [r["name"] for r in json.loads(out)] == ["bm25", "bm25"]
