@@ -4,7 +4,11 @@ ir_measures and ranx; and ``evaluate_run_file`` on a 1M-query run file in bounde
 Every measurement runs in a fresh child process: it builds the data (``make_data`` of
 ``bench_retrieval.py``: 1-20 judgements a query, 100 docs a ranking, fresh id strings), calls
 the library once to warm it, then times the call ``--repeats`` times and keeps the best CPU
-time (``time.process_time``: robust to other load on a shared machine). Peak memory is the
+time (``time.process_time``: robust to other load on a shared machine). Each timed call starts
+with the data out of the CPU's caches (a 128 MB buffer is written before it; ``--warm`` skips
+that), as one evaluation of a run read a while ago does: otherwise the small sizes' data stays
+in the 32 MB L3 from one repeat to the next and they look faster per query than they are.
+Peak memory is the
 growth of the resident set during one call (``VmHWM`` reset through ``/proc/self/clear_refs``,
 minus ``VmRSS`` before), so C/C++ allocations count too. Each library computes NDCG@10,
 recall@100, P@10, MRR and MAP; ragmeter's means are checked against pytrec_eval's. ranx is
@@ -68,15 +72,34 @@ def _status_kb(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+EVICT_MB = 128
+"""Written between timed calls so that each starts with the data out of the CPU's caches (see
+:func:`_evict`; ``--warm`` turns it off)."""
+
+
+def _evict() -> None:
+    """Write a buffer of ``EVICT_MB`` (four times this machine's 32 MB L3) so that none of
+    the data of the last call, nor what ``gc.collect`` just walked, is left in cache. Every
+    timed call then starts cold, as one evaluation of a run read or produced a while ago
+    does. Without it, the smaller sizes' rankings and qrels stay in L3 from one repeat to the
+    next (best-of-N then favours them), and time per query looks to rise with size when it
+    is only the cache."""
+    if EVICT_MB:
+        buffer = bytearray(EVICT_MB << 20)
+        buffer[::64] = bytes(len(buffer) // 64)  # one write per cache line
+        del buffer
+
+
 def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
-    """Best CPU seconds of ``fn`` over ``repeats`` calls, and the peak growth of the resident
-    set (MB) during the first of them."""
+    """Best CPU seconds of ``fn`` over ``repeats`` calls, each started with cold caches, and
+    the peak growth of the resident set (MB) during the first of them."""
     best = math.inf
     peak = 0.0
     out: Any = None
     for i in range(repeats):
         out = None
         gc.collect()
+        _evict()
         if i == 0:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")  # reset VmHWM to the current RSS
@@ -293,8 +316,14 @@ def main() -> None:
     parser.add_argument("--file", type=int, default=0, help="score a run file of N queries")
     parser.add_argument("--before", help="also time ragmeter from this src directory")
     parser.add_argument("--plot", action="store_true", help="only redraw the plot")
+    parser.add_argument(
+        "--warm", action="store_true", help="do not evict the caches between timed calls"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.warm:
+        global EVICT_MB
+        EVICT_MB = 0
     if args.child:
         if args.child[0] == "file":
             print(json.dumps(_child_file(int(args.child[1]), args.child[2])))
@@ -310,12 +339,15 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             rows.extend(_spawn(["file", str(args.file), tmp]))
     else:
+        warm = ["--warm"] if args.warm else []
         for n in [int(s) for s in args.sizes.split(",")]:
             for lib in [x for x in args.libs.split(",") if x]:
-                rows.append(_spawn([lib, str(n), "--repeats", str(args.repeats)]))
+                rows.append(_spawn([lib, str(n), "--repeats", str(args.repeats), *warm]))
                 _print(rows[-1:])
             if args.before:
-                rows.append(_spawn([BEFORE, str(n), "--repeats", str(args.repeats)], args.before))
+                rows.append(
+                    _spawn([BEFORE, str(n), "--repeats", str(args.repeats), *warm], args.before)
+                )
                 _print(rows[-1:])
             ref = next((r for r in rows if r["lib"] == "pytrec_eval" and r["n"] == n), None)
             mine = next((r for r in rows if r["lib"] == "ragmeter" and r["n"] == n), None)

@@ -11,6 +11,7 @@ the qrels laid out as flat arrays in qrels order, one call of the columnar kerne
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from ragmeter.errors import DuplicateDocumentError, InvalidInputError
 from ragmeter.evaluation._checks import str_keys
 from ragmeter.evaluation._columns_in import RunColumns, RunRows, Strings, strings_of
 from ragmeter.evaluation._columns_qrels import ColumnQrels
-from ragmeter.evaluation._rows import KeptRows
 from ragmeter.evaluation.scoring import (
     RunPartial,
     RunPlan,
@@ -151,10 +151,14 @@ def column_report(
     writer = open_score_writer(out, plan.all_keys, details=False) if out is not None else None
     with removed_on_error(writer):
         if plan.keep:
-            kept = KeptRows(len(plan.keys))
-            for i, v in zip(scored, scores.values[scored].tolist(), strict=True):
-                kept.add(i, qids[i], dict(zip(keys, v, strict=False)), v)
-            part.rows = kept
+            kept = part.rows = plan.kept_rows()
+            if kept.keys is not None:  # the rows are read from the values: no dict per query
+                kept.positions, kept.ids = scored, [qids[i] for i in scored]
+                kept.values = array("d")
+                kept.values.frombytes(np.ascontiguousarray(scores.values[scored], "d").tobytes())
+            else:
+                for i, v in zip(scored, scores.values[scored].tolist(), strict=True):
+                    kept.add(i, qids[i], dict(zip(keys, v, strict=False)), v)
         else:
             part.distributions = _distributions(plan)
             for start in range(0, len(scored), BLOCK):

@@ -10,6 +10,7 @@ itself with its ``judged@k`` share and the warnings about unjudged docs.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from ragmeter.aggregate import Distribution
@@ -28,6 +29,7 @@ from ragmeter.evaluation._query import _custom, score_ranking
 from ragmeter.evaluation._rows import order_keys
 from ragmeter.report import (
     UNJUDGED_JUDGED_ONLY,
+    ColumnRows,
     Conventions,
     DatasetFingerprint,
     RetrievalEvalReport,
@@ -135,7 +137,7 @@ def make_report(
     means: dict[str, float],
     judged_means: dict[str, float],
     *,
-    per_query: dict[str, dict[str, float]],
+    per_query: Mapping[str, dict[str, float]],
     distributions: dict[str, Distribution],
     missing: list[str],
     n: int,
@@ -163,7 +165,7 @@ def make_report(
     mode = plan.options.mode
     report = RetrievalEvalReport(
         metrics=means,
-        per_query=per_query,
+        per_query=per_query if isinstance(per_query, dict) else {},
         n_queries=n,
         k_values=plan.ks,
         conventions=Conventions(
@@ -174,5 +176,7 @@ def make_report(
         distributions=distributions,
         judged=judged,
     )
+    if isinstance(per_query, ColumnRows):
+        report.defer_per_query(per_query)
     report.set_dataset_fingerprint(functools.partial(DatasetFingerprint.of_qrels, plan.qrels))
     return report

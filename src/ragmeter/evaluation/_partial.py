@@ -66,6 +66,12 @@ class RunPlan:
     def level(self) -> float | None:
         return self.options.level
 
+    def kept_rows(self) -> KeptRows:
+        """Empty kept rows for this plan: with built-in metrics only, each row is its first
+        values under ``metric_keys`` and is read from them (no dict per query); rows with
+        custom metrics are kept as dicts."""
+        return KeptRows(len(self.keys), keys=None if self.custom else tuple(self.metric_keys))
+
 
 @dataclass
 class RunPartial:
@@ -124,7 +130,7 @@ def merge_partials(*parts: RunPartial) -> RunPartial:
     first = parts[0]
     merged = RunPartial(
         distributions={key: Distribution() for key in first.distributions},
-        rows=None if first.rows is None else KeptRows(first.rows.width),
+        rows=None if first.rows is None else KeptRows(first.rows.width, keys=first.rows.keys),
     )
     for part in parts:
         merged.merge(part)

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
+from ragmeter.report import ColumnRows
+
 __all__ = ["KeptRows", "ValueRows", "order_keys"]
 
 
@@ -53,6 +55,10 @@ class KeptRows:
     """
 
     width: int
+    keys: tuple[str, ...] | None = None
+    """The metric keys when every row is just the first ``len(keys)`` values under them
+    (built-in metrics only): then no row is kept, the report reads them from ``values``
+    (:class:`~ragmeter.report.ColumnRows`), and ``add`` ignores its ``row``."""
     positions: list[int] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     rows: list[dict[str, float]] = field(default_factory=list)
@@ -66,7 +72,8 @@ class KeptRows:
         """Keep one query (``values``: the kernel's, ``width`` of them)."""
         self.positions.append(position)
         self.ids.append(qid)
-        self.rows.append(row)
+        if self.keys is None:
+            self.rows.append(row)
         self.values.extend(values)
 
     def extend(self, other: KeptRows) -> None:
@@ -86,8 +93,15 @@ class KeptRows:
         order = sorted(range(len(positions)), key=positions.__getitem__)
         self.positions = [positions[i] for i in order]
         self.ids = [self.ids[i] for i in order]
-        self.rows = [self.rows[i] for i in order]
+        if self.keys is None:
+            self.rows = [self.rows[i] for i in order]
         self.order = order
+
+    def column_rows(self) -> ColumnRows:
+        """The kept rows read from the packed ``values`` (for ``keys``' rows: see ``keys``)."""
+        if self.keys is None or not isinstance(self.values, array):
+            raise ValueError("KeptRows.column_rows: the rows are kept as dicts, or not packed")
+        return ColumnRows(self.ids, self.values, self.width, self.keys, order=self.order)
 
     def columns(self, start: int, stop: int) -> ValueRows:
         """Each query's kernel values ``start:stop``, in qrels order (a view, rows made on

@@ -22,7 +22,8 @@ Every retrieval number ragmeter reports is computed under trec_eval's convention
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ragmeter._types import DEFAULT_K_VALUES, MissingQueries, Qrels, RunLike
 from ragmeter.errors import InvalidInputError, check_k
@@ -137,8 +138,28 @@ def evaluate_run(
     ordering = ordering_of(run)
     keep, out = check_per_query(per_query)
     plan = plan_run(qrels, options, keep=keep)
-    run = str_keys(run, "run")
-    return score_run(run.items(), plan, log, ties=ordering, out=out)
+    run = _str_ids(run)
+    try:
+        return score_run(run.items(), plan, log, ties=ordering, out=out)
+    except InvalidInputError:
+        try:  # two ids that are one string (1 and "1") are worded as such
+            str_keys(run, "run")
+        except InvalidInputError as clash:
+            raise clash from None
+        raise
+
+
+def _str_ids(run: RunLike) -> Mapping[str, Any]:
+    """``run`` keyed by ``str`` ids: as it is when its first id is a ``str`` (the usual
+    case; the scoring loop makes any later id of another type a ``str``, and a clash of two
+    ids is worded after it), else through :func:`str_keys`. Not one more visit to each of
+    a million ids."""
+    if not isinstance(run, Mapping):
+        return str_keys(run, "run")  # words the error
+    first = next(iter(run), None)
+    if first is None or first.__class__ is str:
+        return run
+    return str_keys(run, "run")
 
 
 def _measures_report(

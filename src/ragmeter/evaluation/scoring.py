@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -81,6 +82,7 @@ from ragmeter.metrics._kernel import (
     positions,
     result_keys,
     score_query,
+    str_positions,
     zip_dict,
 )
 from ragmeter.metrics.registry import _Builtin
@@ -110,7 +112,10 @@ __all__ = [
 def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True) -> RunPlan:
     """The plan for scoring a run against ``qrels`` (keys made ``str``, checked); the kernel
     adds ``judged@k`` last, whatever the metrics asked for."""
-    qrels = str_keys(qrels, "qrels")
+    index = str_positions(qrels)  # the usual dict of str ids: checked while indexed
+    if index is None:
+        qrels = str_keys(qrels, "qrels")
+        index = positions(qrels)
     asked = [(n, m) for n, m in options.metrics if n != JUDGED]  # judged@k: always, once
     builtin = [(n, m) for n, m in asked if isinstance(m, _Builtin)]
     custom = [(n, m) for n, m in asked if not isinstance(m, _Builtin)]
@@ -121,7 +126,7 @@ def plan_run(qrels: Mapping[Any, Any], options: RunOptions, *, keep: bool = True
     judged_at = judged_cutoff(options.ks)
     return RunPlan(
         qrels=qrels,
-        index=positions(qrels),
+        index=index,
         options=options,
         codes=codes,
         keys=keys,
@@ -145,7 +150,7 @@ def score_pairs(
     """
     part = RunPartial(
         distributions={} if plan.keep else _distributions(plan),
-        rows=KeptRows(len(plan.keys)) if plan.keep else None,
+        rows=plan.kept_rows() if plan.keep else None,
     )
     sink = _Sink(plan, part, writer)  # unused when the rows are kept
     index_of, qrels, keys, custom = plan.index, plan.qrels, plan.metric_keys, plan.custom
@@ -163,7 +168,7 @@ def score_pairs(
         pairs = _left_to_python(loop, pairs, part)
     if rows is not None:  # four flat lists: no object per query but its metrics dict
         keep_at, keep_id = rows.positions.append, rows.ids.append
-        keep_row, keep_values = rows.rows.append, rows.values.extend
+        keep_values = rows.values.extend
     cut, jpos = plan.judged_at, plan.judged_pos
     docs = unjudged = shown = short = 0  # part.top, counted here
     for raw_qid, raw in pairs:
@@ -200,10 +205,9 @@ def score_pairs(
         if not judged_doc and raw:
             _look_for_judged_docs(part, qrels[qid], raw, index)
             judged_doc = part.judged_doc
-        if plain:  # zip stops at the metric keys; the judged@k values stay in the flat list
+        if plain:  # the row is the first values: the report reads it from the flat list
             keep_at(index)
-            keep_id(qid)
-            keep_row(dict(zip(keys, values, strict=False)))
+            keep_id(qid)  # its row is read from the values (rows.keys)
             keep_values(values)
         elif rows is None and not custom:
             sink.add(qid, values, None)
@@ -230,7 +234,9 @@ def _closed(
     part.count = counts[0]
     part.top = counts[1:]
     ranked_at.sort()
-    if len(set(ranked_at)) != len(ranked_at):  # a query ranked twice (at C speed)
+    # a query ranked twice: two equal neighbours once sorted (one sequential pass at C
+    # speed; a set of a million positions would scatter over memory)
+    if any(map(operator.eq, ranked_at, itertools.islice(ranked_at, 1, None))):
         part.duplicate = next(a for a, b in itertools.pairwise(ranked_at) if a == b)
     part.ranked = ranked_at
     return part
@@ -252,7 +258,7 @@ def _compiled_loop(plan: RunPlan, part: RunPartial, ranked_at: list[int]) -> Run
     return c_run_loop(
         index, judgements, list(plan.ks), plan.codes, plan.level, plan.metric_keys,
         plan.judged_at, plan.judged_pos, _EXAMPLES, part.run_ids, ranked_at, rows.positions,
-        rows.ids, rows.rows, rows.values,
+        rows.ids, None, rows.values,
     )  # fmt: skip
 
 
@@ -314,7 +320,7 @@ def finish_report(
     missing, absent = missing_queries(merged, plan)
     ordered, failed = report_keys(merged, plan, log, missing)
     n = merged.count + len(absent)
-    per_q: dict[str, dict[str, float]] = {}
+    per_q: Mapping[str, dict[str, float]] = {}
     dists: dict[str, Distribution] = {}
     kept = merged.rows
     if kept is not None:
@@ -344,11 +350,13 @@ def _kept_means(
     plan: RunPlan,
     ordered: list[str],
     n: int,
-) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
+) -> tuple[Mapping[str, dict[str, float]], dict[str, float], dict[str, float]]:
     """``report.per_query`` in qrels order (``kept`` and the ``absent`` queries, without the
-    custom metrics that ``failed``), each key of ``ordered``'s mean over ``n`` queries and
-    each ``judged@k``'s (``math.fsum``: exact, in any order): the kernel's from its flat
-    values, a custom metric's from the rows. ``kept`` is consumed."""
+    custom metrics that ``failed``; read from the flat values, a
+    :class:`~ragmeter.report.ColumnRows`, when there are only built-in metrics), each key of
+    ``ordered``'s mean over ``n`` queries and each ``judged@k``'s (``math.fsum``: exact, in
+    any order): the kernel's from its flat values, a custom metric's from the rows. ``kept``
+    is consumed."""
     for index, qid, row, values in absent:
         kept.add(index, qid, row, values)
     kept.sort()
@@ -366,6 +374,6 @@ def _kept_means(
         for key in ordered
     }
     judged = {key: kernel[key] for key in plan.judged_keys}
-    per_q = zip_dict(kept.ids, rows)
-    kept.positions, kept.rows = [], []  # the report keeps the ids and values (judged@k)
+    per_q = kept.column_rows() if kept.keys is not None else zip_dict(kept.ids, rows)
+    kept.positions, kept.rows = [], []  # the report keeps the ids and values
     return per_q, means, judged

@@ -166,6 +166,16 @@ ck_scratch_free(Scratch *s)
     memset(s, 0, sizeof *s);
 }
 
+/* How many docs ahead of the one it reads the ranking loop asks for a doc's string: its
+ * type and cached hash are then in cache when the loop reaches it (a run's million doc
+ * strings are scattered over the heap; reading them one by one waits on memory each time). */
+#define PREFETCH 16
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_OBJECT(p) __builtin_prefetch((const void *)(p), 0, 3)
+#else
+#define PREFETCH_OBJECT(p) ((void)(p))
+#endif
+
 /* The hash of an exact str (cached in the object after the first time). */
 static inline Py_hash_t
 str_hash(PyObject *s)
@@ -231,7 +241,13 @@ ck_score_ranking(const Options *o, int want_judged, Scratch *s, PyObject *const 
     }
     uint32_t stamp = s->stamp;
     int repeated = 0;
+    for (Py_ssize_t i = 0; i < n && i < PREFETCH; i++) {
+        PREFETCH_OBJECT(items[i]);
+    }
     for (Py_ssize_t i = 0; i < n; i++) { /* the ranking: position by id, and a repeat */
+        if (i + PREFETCH < n) {
+            PREFETCH_OBJECT(items[i + PREFETCH]);
+        }
         PyObject *doc = items[i];
         if (!PyUnicode_CheckExact(doc)) {
             return Q_OTHER;
@@ -538,9 +554,10 @@ pack_doubles(PyObject *Py_UNUSED(module), PyObject *values)
 }
 
 /* Each key of the dict d at its position (n == len(d)), its hash taken from d's entries: one
- * visit to each key object, not two (a million qrels keys are a million cache misses). */
+ * visit to each key object, not two (a million qrels keys are a million cache misses). With
+ * str_only, None as soon as a key is not an exact str (the check made in the same visit). */
 static PyObject *
-dict_positions(PyObject *d, PyObject *n_obj)
+dict_positions(PyObject *d, PyObject *n_obj, int str_only)
 {
     Py_ssize_t n = PyLong_AsSsize_t(n_obj);
     if (n != PyDict_GET_SIZE(d)) {
@@ -559,6 +576,10 @@ dict_positions(PyObject *d, PyObject *n_obj)
 #if PY_VERSION_HEX < 0x030D0000 && !defined(Py_LIMITED_API)
     Py_hash_t hash;
     while (out != NULL && _PyDict_Next(d, &pos, &key, &value, &hash)) {
+        if (str_only && !PyUnicode_CheckExact(key)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
         PyObject *at = PyLong_FromSsize_t(i++);
         Py_INCREF(key);
         if (at == NULL || _PyDict_SetItem_KnownHash(out, key, at, hash) < 0) {
@@ -566,6 +587,10 @@ dict_positions(PyObject *d, PyObject *n_obj)
         }
 #else
     while (out != NULL && PyDict_Next(d, &pos, &key, &value)) {
+        if (str_only && !PyUnicode_CheckExact(key)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
         PyObject *at = PyLong_FromSsize_t(i++);
         Py_INCREF(key);
         if (at == NULL || PyDict_SetItem(out, key, at) < 0) {
@@ -580,12 +605,14 @@ dict_positions(PyObject *d, PyObject *n_obj)
 
 /* zip_dict(keys, values): dict(zip(keys, values)) for a list of keys and a list of as many
  * values, or an int n == len(keys) for the values 0 .. n - 1 (each key's position), made at
- * its final size (no resizing, no tuple per item). */
+ * its final size (no resizing, no tuple per item). zip_dict(d, len(d), True) for a dict d:
+ * its keys' positions, or None when a key is not an exact str. */
 static PyObject *
 zip_dict(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs == 2 && PyDict_CheckExact(args[0]) && PyLong_CheckExact(args[1])) {
-        return dict_positions(args[0], args[1]);
+    if ((nargs == 2 || nargs == 3) && PyDict_CheckExact(args[0]) && PyLong_CheckExact(args[1])) {
+        int str_only = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+        return str_only < 0 ? NULL : dict_positions(args[0], args[1], str_only);
     }
     if (nargs != 2 || !PyList_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "zip_dict(keys, values): keys must be a list");
@@ -662,9 +689,10 @@ PyDoc_STRVAR(pack_doubles_doc,
              "pack_doubles(values)\n--\n\n"
              "A list of floats as the bytes of C doubles (for array('d').frombytes).");
 PyDoc_STRVAR(zip_dict_doc,
-             "zip_dict(keys, values)\n--\n\n"
+             "zip_dict(keys, values, str_only=False)\n--\n\n"
              "dict(zip(keys, values)) made at its final size; values may be len(keys) for "
-             "each key's position (keys: a list, or a dict for its keys).");
+             "each key's position (keys: a list, or a dict for its keys; with str_only, "
+             "None if a dict key is not an exact str).");
 PyDoc_STRVAR(configure_doc,
              "configure(fallback, repeated_error)\n--\n\n"
              "Set the Python kernel that unrecognised inputs go to, and RepeatedDocsError.");

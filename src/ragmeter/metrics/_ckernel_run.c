@@ -16,7 +16,8 @@
  * exact dict of judgements with exact int, float or bool grades within 2**53 and no repeated
  * doc when it is scored. For such a pair the loop appends the position to ranked_at and, when
  * the query has a relevant judgement, the position to positions, the id to ids, the dict of
- * the first len(keys) values to rows and all its values (ragmeter.metrics._kernel.result_keys
+ * the first len(keys) values to rows (unless rows is None: the caller then reads each row
+ * from the values, ragmeter.report.ColumnRows) and all its values (ragmeter.metrics._kernel.result_keys
  * order, judged@k last) to values (an array('d')), and counts, at cut-off cut (values[jpos] is
  * judged@cut), the docs in the ranking's top, the unjudged ones among them, the rankings that
  * hold a doc and those with an unjudged doc in their top. Every other pair (an id of another
@@ -117,14 +118,18 @@ loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *ids, *rows, *values;
     Py_ssize_t cut, jpos, examples;
     if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
-        !PyArg_ParseTuple(args, "O!O!OOOO!nnnO!O!O!O!O!O:RunLoop", &PyDict_Type, &index,
+        !PyArg_ParseTuple(args, "O!O!OOOO!nnnO!O!O!O!OO:RunLoop", &PyDict_Type, &index,
                           &PyList_Type, &judgements, &ks, &codes, &level, &PyList_Type, &keys,
                           &cut, &jpos, &examples, &PyList_Type, &run_ids, &PyList_Type,
-                          &ranked_at, &PyList_Type, &positions, &PyList_Type, &ids,
-                          &PyList_Type, &rows, &values)) {
+                          &ranked_at, &PyList_Type, &positions, &PyList_Type, &ids, &rows,
+                          &values)) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "RunLoop takes positional arguments only");
         }
+        return NULL;
+    }
+    if (rows != Py_None && !PyList_CheckExact(rows)) {
+        PyErr_SetString(PyExc_TypeError, "RunLoop: rows must be a list or None");
         return NULL;
     }
     RunLoop *self = (RunLoop *)type->tp_alloc(type, 0);
@@ -243,15 +248,19 @@ keep(RunLoop *self, PyObject *at, PyObject *qid, const double *out, Py_ssize_t n
             self->short_++;
         }
     }
-    PyObject *row = make_row(self, out);
-    if (row == NULL) {
+    if (PyList_Append(self->positions, at) < 0 || PyList_Append(self->ids, qid) < 0) {
         return -1;
     }
-    int bad = PyList_Append(self->positions, at) < 0 || PyList_Append(self->ids, qid) < 0 ||
-              PyList_Append(self->rows, row) < 0;
-    Py_DECREF(row);
-    if (bad) {
-        return -1;
+    if (self->rows != Py_None) {
+        PyObject *row = make_row(self, out);
+        if (row == NULL) {
+            return -1;
+        }
+        int bad = PyList_Append(self->rows, row) < 0;
+        Py_DECREF(row);
+        if (bad) {
+            return -1;
+        }
     }
     if (self->staged + nv > STAGE && flush(self) < 0) {
         return -1;

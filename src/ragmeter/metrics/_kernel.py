@@ -58,6 +58,7 @@ __all__ = [
     "py_score_query",
     "result_keys",
     "score_query",
+    "str_positions",
     "zip_dict",
 ]
 
@@ -382,9 +383,7 @@ def doubles(values: list[float]) -> array[float]:
 K = TypeVar("K")
 V = TypeVar("V")
 
-c_zip_dict: Callable[[list[Any] | dict[Any, Any], list[Any] | int], dict[Any, Any]] | None = (
-    None if _FORCE_PYTHON else _load("zip_dict")
-)
+c_zip_dict: Callable[..., Any] | None = None if _FORCE_PYTHON else _load("zip_dict")
 """The compiled :func:`zip_dict` (``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set)."""
 
 
@@ -397,7 +396,7 @@ def zip_dict(keys: list[K], values: list[V]) -> dict[K, V]:
     """
     if c_zip_dict is None:
         return dict(zip(keys, values, strict=True))
-    return c_zip_dict(keys, values)
+    return c_zip_dict(keys, values)  # type: ignore[no-any-return]
 
 
 def positions(keys: Mapping[K, Any]) -> dict[K, int]:
@@ -409,4 +408,20 @@ def positions(keys: Mapping[K, Any]) -> dict[K, int]:
     """
     if c_zip_dict is None or type(keys) is not dict:
         return dict(zip(keys, range(len(keys)), strict=True))
-    return c_zip_dict(keys, len(keys))
+    return c_zip_dict(keys, len(keys))  # type: ignore[no-any-return]
+
+
+def str_positions(keys: Mapping[Any, Any]) -> dict[str, int] | None:
+    """:func:`positions` of a ``dict`` whose keys are all exact ``str``, checked in the same
+    visit to each key; ``None`` for any other mapping (its keys must be made ``str`` first).
+
+    >>> str_positions({"q1": {}, "q2": {}}), str_positions({"q1": {}, 2: {}})
+    ({'q1': 0, 'q2': 1}, None)
+    """
+    if type(keys) is not dict:
+        return None
+    if c_zip_dict is not None:
+        return c_zip_dict(keys, len(keys), True)  # type: ignore[no-any-return]
+    if not all(key.__class__ is str for key in keys):
+        return None
+    return dict(zip(keys, range(len(keys)), strict=True))

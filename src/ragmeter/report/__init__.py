@@ -6,15 +6,16 @@ carry means, per-item scores for drill-down, and the :class:`Conventions` they w
 computed under, and render as text, markdown, JSON or a pandas frame.
 
 One idea per module: ``_summary`` (a metric's distribution), ``_records`` (conventions,
-judged counts and warnings), ``_fingerprint`` (what a report was scored on and
-under which settings), ``_json`` (the JSON written row by row), ``_base`` (what both
-reports share), ``_retrieval`` and ``_rag`` (the two reports), ``_html`` (their deprecated
-``to_html``).
+judged counts and warnings), ``_fingerprint`` (what a report was scored on and under which
+settings), ``_columns`` (per-query scores read from a flat array), ``_json`` (the JSON
+written row by row), ``_base`` (what both reports share), ``_retrieval`` and ``_rag`` (the
+two reports), ``_html`` (their deprecated ``to_html``).
 """
 
 from __future__ import annotations
 
 from ragmeter.aggregate import PERCENTILES as PERCENTILES  # re-exported (was defined here)
+from ragmeter.report._columns import ColumnRows
 from ragmeter.report._fingerprint import (
     METRIC_DEFINITIONS,
     ConfigFingerprint,
@@ -36,6 +37,7 @@ __all__ = [
     "METRIC_DEFINITIONS",
     "UNJUDGED_JUDGED_ONLY",
     "UNJUDGED_NON_RELEVANT",
+    "ColumnRows",
     "ConfigFingerprint",
     "Conventions",
     "DatasetFingerprint",

@@ -123,7 +123,7 @@ class _ReportBase:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""
-        return {k: (v.rows if isinstance(v, _Rows) else v) for k, v in self._items()}
+        return {k: (v.plain() if isinstance(v, _Rows) else v) for k, v in self._items()}
 
     @overload
     def to_json(self, fp: None = None, **kwargs: Any) -> str: ...

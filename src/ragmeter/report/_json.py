@@ -7,6 +7,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
+from ragmeter.report._columns import ColumnRows
+
 _ROWS_KEYS = frozenset({"per_query", "per_sample"})
 """Top-level keys whose rows :meth:`_ReportBase.to_json` writes one at a time."""
 
@@ -18,6 +20,16 @@ class _Rows:
 
     def __init__(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
         self.rows = rows
+
+    def plain(self) -> Mapping[str, Mapping[str, Any]]:
+        """The rows as ``to_dict`` returns them (a deferred :class:`ColumnRows` made a dict)."""
+        rows = self.rows
+        return rows.to_dict() if isinstance(rows, ColumnRows) else rows
+
+    def pairs(self) -> Iterable[tuple[str, Mapping[str, Any]]]:
+        """``(id, row)`` in order (a :class:`ColumnRows` read without a lookup per row)."""
+        rows = self.rows
+        return rows.iter_rows() if isinstance(rows, ColumnRows) else rows.items()
 
 
 def _json_value(value: Any) -> str:
@@ -58,7 +70,7 @@ def _write_json(items: Iterable[tuple[str, Any]], fh: IO[str]) -> None:
         out("{")
         sep = "\n"
         names: dict[str, str] = {}
-        for rid, row in value.rows.items():
+        for rid, row in value.pairs():
             out(sep + "    " + json.dumps(rid) + ": ")
             sep = ",\n"
             if not row:

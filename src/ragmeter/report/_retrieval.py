@@ -17,6 +17,7 @@ from ragmeter.aggregate import Distribution
 from ragmeter.errors import MissingDependencyError
 from ragmeter.report import _html
 from ragmeter.report._base import _finite, _fmt, _ReportBase
+from ragmeter.report._columns import ColumnRows
 from ragmeter.report._fingerprint import METRIC_DEFINITIONS
 from ragmeter.report._json import _Rows
 from ragmeter.report._records import Conventions, JudgedShare
@@ -76,6 +77,31 @@ class RetrievalEvalReport(_ReportBase):
     _loaded: dict[str, DistributionSummary] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _columns: ColumnRows | None = field(default=None, init=False, repr=False, compare=False)
+    """The per-query scores as the kernel left them, until ``per_query`` is first read."""
+
+    def defer_per_query(self, rows: ColumnRows) -> None:
+        """Keep the per-query scores as ``rows`` (a flat array read as rows): ``per_query``
+        is the plain dict of them from the first time it is read; the summaries, ``scores``
+        and the JSON writer read the array without making that dict."""
+        self.__dict__.pop("per_query", None)
+        self.__dict__.pop("summaries", None)
+        self._columns = rows
+
+    def __getattr__(self, name: str) -> Any:
+        """``per_query`` made from the deferred rows on its first read (see
+        :meth:`defer_per_query`); any other missing attribute is an ``AttributeError``."""
+        columns = self.__dict__.get("_columns")
+        if name == "per_query" and columns is not None:
+            rows = self.__dict__["per_query"] = columns.to_dict()
+            return rows
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _rows(self) -> Mapping[str, Mapping[str, float]]:
+        """The per-query scores, without making ``per_query``'s dict if it was deferred."""
+        if "per_query" in self.__dict__ or self._columns is None:
+            return self.per_query
+        return self._columns
 
     @property
     def n_missing(self) -> int:
@@ -103,13 +129,18 @@ class RetrievalEvalReport(_ReportBase):
         return _Summaries(self.metrics, self._summarize)
 
     def _summarize(self, key: str) -> DistributionSummary:
-        if not self.per_query:
+        rows = self._rows()
+        if not rows:
             if key in self.distributions:
                 return DistributionSummary.of_distribution(self.distributions[key], mean="fsum")
             if key in self._loaded:
                 return self._loaded[key]
-        absent = sum(q not in self.per_query for q in self.missing_queries)
-        values = [row.get(key) for row in self.per_query.values()]
+        absent = sum(q not in rows for q in self.missing_queries)
+        values: list[float | None]
+        if isinstance(rows, ColumnRows) and key in rows.keys_in_order:
+            values = [*rows.column(key)]
+        else:
+            values = [row.get(key) for row in rows.values()]
         values.extend([None] * absent)
         return DistributionSummary.of(values, mean="fsum")
 
@@ -119,7 +150,12 @@ class RetrievalEvalReport(_ReportBase):
 
     def scores(self, key: str) -> dict[str, float]:
         """``{query_id: score}`` for one metric key (the shape :func:`compare` pairs)."""
-        return {q: row[key] for q, row in self.per_query.items() if key in row}
+        rows = self._rows()
+        if isinstance(rows, ColumnRows):
+            if key not in rows.keys_in_order:
+                return {}
+            return dict(zip(rows, rows.column(key), strict=True))
+        return {q: row[key] for q, row in rows.items() if key in row}
 
     def _summary_rows(self) -> list[tuple[str, DistributionSummary]]:
         return list(self.summaries.items())
@@ -132,7 +168,7 @@ class RetrievalEvalReport(_ReportBase):
         yield "k_values", list(self.k_values)
         yield "primary", self.primary
         yield "summaries", {k: s.to_dict() for k, s in self.summaries.items()}
-        yield "per_query", _Rows(self.per_query)
+        yield "per_query", _Rows(self._rows())
         yield "conventions", self.conventions.to_dict()
         yield "warnings", list(self.warnings)
         yield "missing_queries", list(self.missing_queries)
