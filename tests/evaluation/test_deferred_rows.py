@@ -130,3 +130,27 @@ def test_a_run_whose_later_ids_are_ints_scores_as_if_they_were_strings() -> None
     clash: Any = {"1": ["b"], 1: ["a"]}
     with pytest.raises(InvalidInputError, match=r"run has both '1' \(str\) and 1 \(int\)"):
         evaluate_run({"1": {"a": 1}}, clash, k_values=[1])
+
+
+def test_the_compiled_rows_builder_makes_the_same_dict_as_python() -> None:
+    from array import array
+
+    from ragmeter.metrics._kernel import c_rows_dict
+
+    if c_rows_dict is None:  # pragma: no cover - CI builds the kernel
+        pytest.skip("the compiled kernel is not built")
+    rng = random.Random(3)
+    n, width, keys = 50, 5, ("a@1", "b@1", "c")
+    values = array("d", [rng.choice([0.0, 1.0, rng.random()]) for _ in range(n * width)])
+    ids = [f"q{i}" for i in range(n)]
+    order = rng.sample(range(n), n)
+    for places in (None, order):
+        python = ColumnRows(ids, values, width, keys, order=places).to_dict()
+        compiled = ColumnRows(ids, values, width, keys, order=places, build=c_rows_dict)
+        made = compiled.to_dict()
+        assert made == python and list(made) == ids
+        assert all(list(row) == list(keys) for row in made.values())
+    with pytest.raises(ValueError, match="width \\* len\\(ids\\) doubles"):
+        c_rows_dict(ids, array("d", [0.0]), width, keys, None)
+    with pytest.raises(ValueError, match="out of range"):
+        c_rows_dict(ids[:1], array("d", [0.0] * width), width, keys, [5])

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
-from ragmeter.report import ColumnRows
+from ragmeter.report import ColumnRows, RowsBuilder
 
 __all__ = ["KeptRows", "ValueRows", "order_keys"]
 
@@ -97,11 +97,14 @@ class KeptRows:
             self.rows = [self.rows[i] for i in order]
         self.order = order
 
-    def column_rows(self) -> ColumnRows:
-        """The kept rows read from the packed ``values`` (for ``keys``' rows: see ``keys``)."""
+    def column_rows(self, build: RowsBuilder | None = None) -> ColumnRows:
+        """The kept rows read from the packed ``values`` (for ``keys``' rows: see ``keys``);
+        ``build`` makes their dict when it is asked for (:class:`ColumnRows`)."""
         if self.keys is None or not isinstance(self.values, array):
             raise ValueError("KeptRows.column_rows: the rows are kept as dicts, or not packed")
-        return ColumnRows(self.ids, self.values, self.width, self.keys, order=self.order)
+        return ColumnRows(
+            self.ids, self.values, self.width, self.keys, order=self.order, build=build
+        )
 
     def columns(self, start: int, stop: int) -> ValueRows:
         """Each query's kernel values ``start:stop``, in qrels order (a view, rows made on

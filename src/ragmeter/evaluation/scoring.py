@@ -74,6 +74,7 @@ from ragmeter.evaluation._partial import _prune as _prune
 from ragmeter.evaluation._query import _custom, _score_one, score_condensed, score_ranking
 from ragmeter.evaluation._rows import KeptRows
 from ragmeter.metrics._kernel import (
+    c_rows_dict,
     c_run_loop,
     c_score_query,
     column_sums,
@@ -374,6 +375,6 @@ def _kept_means(
         for key in ordered
     }
     judged = {key: kernel[key] for key in plan.judged_keys}
-    per_q = kept.column_rows() if kept.keys is not None else zip_dict(kept.ids, rows)
+    per_q = kept.column_rows(c_rows_dict) if kept.keys is not None else zip_dict(kept.ids, rows)
     kept.positions, kept.rows = [], []  # the report keeps the ids and values
     return per_q, means, judged

@@ -656,6 +656,87 @@ zip_dict(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* rows_dict(ids, values, width, keys, order): {ids[i]: {keys[j]: values[p * width + j]}} with
+ * p = order[i] (i when order is None): ragmeter.report.ColumnRows.to_dict in C. Each row is a
+ * copy of one template dict of the keys (their hashes are not computed again), values 0.0 and
+ * 1.0 are shared objects; the result is made at its final size. */
+static PyObject *
+rows_dict(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyList_CheckExact(args[0]) || !PyLong_CheckExact(args[2]) ||
+        !PyTuple_CheckExact(args[3]) || (args[4] != Py_None && !PyList_CheckExact(args[4]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "rows_dict(ids: list, values: array('d'), width: int, keys: tuple, "
+                        "order: list | None)");
+        return NULL;
+    }
+    PyObject *ids = args[0], *keys = args[3], *order = args[4];
+    Py_ssize_t width = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t n = PyList_GET_SIZE(ids), nkeys = PyTuple_GET_SIZE(keys);
+    if (width < 0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (nkeys > width || (order != Py_None && PyList_GET_SIZE(order) != n)) {
+        PyErr_SetString(PyExc_ValueError, "rows_dict: keys, width and order do not fit");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        return NULL;
+    }
+    PyObject *template = NULL, *out = NULL;
+    if (view.format == NULL || strcmp(view.format, "d") != 0 ||
+        view.len != (Py_ssize_t)sizeof(double) * width * n) {
+        PyErr_SetString(PyExc_ValueError, "rows_dict: values must be width * len(ids) doubles");
+        goto done;
+    }
+    const double *values = (const double *)view.buf;
+    if ((template = PyDict_New()) == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < nkeys; j++) {
+        if (PyDict_SetItem(template, PyTuple_GET_ITEM(keys, j), Py_None) < 0) {
+            goto done;
+        }
+    }
+#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
+    out = _PyDict_NewPresized(n);
+#else
+    out = PyDict_New();
+#endif
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        Py_ssize_t place = i;
+        if (order != Py_None) {
+            PyObject *at = PyList_GET_ITEM(order, i);
+            place = PyLong_Check(at) ? PyLong_AsSsize_t(at) : -1;
+            if (place < 0 || place >= n) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_ValueError, "rows_dict: an order entry is out of range");
+                }
+                Py_CLEAR(out);
+                break;
+            }
+        }
+        PyObject *row = PyDict_Copy(template);
+        const double *at = values + place * width;
+        for (Py_ssize_t j = 0; row != NULL && j < nkeys; j++) {
+            PyObject *f = ck_float(at[j]);
+            if (f == NULL || PyDict_SetItem(row, PyTuple_GET_ITEM(keys, j), f) < 0) {
+                Py_CLEAR(row);
+            }
+            Py_XDECREF(f);
+        }
+        if (row == NULL || PyDict_SetItem(out, PyList_GET_ITEM(ids, i), row) < 0) {
+            Py_CLEAR(out);
+        }
+        Py_XDECREF(row);
+    }
+done:
+    Py_XDECREF(template);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyObject *
 configure(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -693,6 +774,10 @@ PyDoc_STRVAR(zip_dict_doc,
              "dict(zip(keys, values)) made at its final size; values may be len(keys) for "
              "each key's position (keys: a list, or a dict for its keys; with str_only, "
              "None if a dict key is not an exact str).");
+PyDoc_STRVAR(rows_dict_doc,
+             "rows_dict(ids, values, width, keys, order)\n--\n\n"
+             "{ids[i]: dict(zip(keys, values[p * width:]))}, p = order[i] or i: "
+             "ragmeter.report.ColumnRows.to_dict in C.");
 PyDoc_STRVAR(configure_doc,
              "configure(fallback, repeated_error)\n--\n\n"
              "Set the Python kernel that unrecognised inputs go to, and RepeatedDocsError.");
@@ -703,6 +788,7 @@ static PyMethodDef methods[] = {
     {"column_sums", (PyCFunction)(void (*)(void))column_sums, METH_FASTCALL, column_sums_doc},
     {"pack_doubles", pack_doubles, METH_O, pack_doubles_doc},
     {"zip_dict", (PyCFunction)(void (*)(void))zip_dict, METH_FASTCALL, zip_dict_doc},
+    {"rows_dict", (PyCFunction)(void (*)(void))rows_dict, METH_FASTCALL, rows_dict_doc},
     {"configure", configure, METH_VARARGS, configure_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -45,3 +45,11 @@ class RunLoop:
     def feed(self, iterator: Iterator[Any], need_judged: bool, /) -> Any: ...
     @property
     def counts(self) -> tuple[int, int, int, int, int]: ...
+
+def rows_dict(
+    ids: list[str],
+    values: Any,
+    width: int,
+    keys: tuple[str, ...],
+    order: list[int] | None,
+) -> dict[str, dict[str, float]]: ...

@@ -48,6 +48,7 @@ __all__ = [
     "NonStrIdsError",
     "RepeatedDocsError",
     "ScoreQuery",
+    "c_rows_dict",
     "c_run_loop",
     "c_score_query",
     "column_sums",
@@ -382,6 +383,9 @@ def doubles(values: list[float]) -> array[float]:
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+c_rows_dict: Callable[..., Any] | None = None if _FORCE_PYTHON else _load("rows_dict")
+"""The compiled ``rows_dict`` (:meth:`ragmeter.report.ColumnRows.to_dict` in C), or ``None``."""
 
 c_zip_dict: Callable[..., Any] | None = None if _FORCE_PYTHON else _load("zip_dict")
 """The compiled :func:`zip_dict` (``None`` when not built or ``RAGMETER_PURE_PYTHON`` is set)."""

@@ -15,7 +15,7 @@ two reports), ``_html`` (their deprecated ``to_html``).
 from __future__ import annotations
 
 from ragmeter.aggregate import PERCENTILES as PERCENTILES  # re-exported (was defined here)
-from ragmeter.report._columns import ColumnRows
+from ragmeter.report._columns import ColumnRows, RowsBuilder
 from ragmeter.report._fingerprint import (
     METRIC_DEFINITIONS,
     ConfigFingerprint,
@@ -45,6 +45,7 @@ __all__ = [
     "JudgedShare",
     "RagEvalReport",
     "RetrievalEvalReport",
+    "RowsBuilder",
     "SampleDigests",
     "WarningLog",
 ]

@@ -14,15 +14,25 @@ always been the first time it is read.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-__all__ = ["ColumnRows"]
+from ragmeter._gc import paused_gc
+
+__all__ = ["ColumnRows", "RowsBuilder"]
+
+RowsBuilder = Callable[
+    [list[str], "array[float]", int, tuple[str, ...], "list[int] | None"],
+    dict[str, dict[str, float]],
+]
+"""What :meth:`ColumnRows.to_dict` hands its fields to when given one (the compiled
+kernel's ``rows_dict``: the same dict, made in C): ``(ids, values, width, keys, order)``."""
 
 
 class ColumnRows(Mapping[str, dict[str, float]]):
     """``{query_id: {key: score}}`` over a flat array: query ``ids[i]``'s values are
     ``values[p * width : p * width + len(keys)]`` with ``p = order[i]`` (``p = i`` when
     ``order`` is ``None``), one per key, in ``keys``' order; queries in ``ids``' order.
+    ``build``, when given, makes :meth:`to_dict`'s dict from those (in C).
 
     >>> rows = ColumnRows(["q1", "q2"], array("d", [0.5, 1.0, 9.0, 0.25, 0.0, 9.0]), 3,
     ...                   ("p@1", "ndcg@1"))
@@ -35,7 +45,7 @@ class ColumnRows(Mapping[str, dict[str, float]]):
     [0.25, 0.5]
     """
 
-    __slots__ = ("_at", "_ids", "_keys", "_order", "_values", "_width")
+    __slots__ = ("_at", "_build", "_ids", "_keys", "_order", "_values", "_width")
 
     def __init__(
         self,
@@ -45,6 +55,7 @@ class ColumnRows(Mapping[str, dict[str, float]]):
         keys: Sequence[str],
         *,
         order: Sequence[int] | None = None,
+        build: RowsBuilder | None = None,
     ) -> None:
         if len(keys) > width or len(values) != width * len(ids):
             raise ValueError(
@@ -56,6 +67,7 @@ class ColumnRows(Mapping[str, dict[str, float]]):
         self._ids, self._values, self._width = ids, values, width
         self._keys = tuple(keys)
         self._order = order
+        self._build = build
         self._at: dict[str, int] | None = None
 
     @property
@@ -90,11 +102,12 @@ class ColumnRows(Mapping[str, dict[str, float]]):
     def iter_rows(self) -> Iterator[tuple[str, dict[str, float]]]:
         """``(query_id, row)`` in order, each row made as it is reached (``items()`` without
         a lookup per query)."""
-        keys, values, width, n = self._keys, self._values, self._width, len(self._keys)
+        keys, width, n = self._keys, self._width, len(self._keys)
         places = range(len(self._ids)) if self._order is None else self._order
-        for qid, place in zip(self._ids, places, strict=True):
-            at = place * width
-            yield qid, dict(zip(keys, values[at : at + n], strict=True))
+        with memoryview(self._values) as values:  # a slice of it is a view, not a new array
+            for qid, place in zip(self._ids, places, strict=True):
+                at = place * width
+                yield qid, dict(zip(keys, values[at : at + n], strict=True))
 
     def column(self, key: str) -> list[float]:
         """``key``'s score of every query, in order (read from the array, no row made)."""
@@ -105,5 +118,10 @@ class ColumnRows(Mapping[str, dict[str, float]]):
         return [column[p] for p in self._order]
 
     def to_dict(self) -> dict[str, dict[str, float]]:
-        """Every row, as a plain dict."""
-        return dict(self.iter_rows())
+        """Every row, as a plain dict (the collector paused: a million new dicts would have it
+        walk the whole heap again and again)."""
+        build, ids, order = self._build, self._ids, self._order
+        with paused_gc():
+            if build is not None and type(ids) is list and (order is None or type(order) is list):
+                return build(ids, self._values, self._width, self._keys, order)
+            return dict(self.iter_rows())

@@ -42,7 +42,10 @@ class RetrievalEvalReport(_ReportBase):
     """The outcome of :func:`ragmeter.evaluate_run` / :func:`ragmeter.evaluate_retrieval`.
 
     ``metrics`` maps a result key (``"ndcg@10"``, and uncut ``"map"``/``"mrr"``) to its mean
-    over every scored query; ``per_query`` keeps ``{query_id: {key: score}}`` for drill-down;
+    over every scored query; ``per_query`` keeps ``{query_id: {key: score}}`` for drill-down
+    (from :func:`~ragmeter.evaluate_run` with built-in metrics it is made from the kernel's
+    flat array the first time it is read, see :meth:`defer_per_query`: scoring builds no
+    dict per query, and ``summary``, ``scores`` and ``to_json`` read the array);
     ``n_queries`` is how many queries were averaged (those with at least one relevant
     judgement, less the ones missing from the run under ``missing_queries="skip"``);
     ``missing_queries`` lists the judged queries that had no ranking in the run (scored 0
