@@ -223,5 +223,4 @@ def per_query(
     report = evaluate_run(
         qrels, run, k_values=(k,), metrics=[metric], relevance_level=relevance_level
     )
-    key = f"{metric}@{k}"
-    return {q: row[key] for q, row in report.per_query.items() if key in row}
+    return report.scores(f"{metric}@{k}")  # one column: no dict per query is made
