@@ -156,6 +156,16 @@ class TraceRun(RunRecord):
         per-document scores are written back, and for a stage whose span repeated a doc id
         (several chunks of one document) the span position of each id in ``ids``
         (``metadata["stage_positions"]``)."""
+        self.stage_fields(fields, names)
+
+    def stage_fields(
+        self,
+        fields: dict[str, Any],
+        names: Mapping[int, str],
+        firsts: Mapping[int, list[str] | None] | None = None,
+    ) -> None:
+        """:meth:`framework_fields`' work; ``firsts``: each stage's ids once (by ``id()`` of
+        its record), where the caller has them already."""
         if not self.stage_spans:
             return
         spans: dict[str, str] = {}
@@ -167,7 +177,9 @@ class TraceRun(RunRecord):
             name = names[id(stage)]
             spans[name] = span_id
             ids = stage.ids or []
-            first = list(dict.fromkeys(ids))
+            first = firsts.get(id(stage)) if firsts is not None else None
+            if first is None:
+                first = list(dict.fromkeys(ids))
             if len(first) != len(ids):  # repeats (chunks of one doc): where each first was
                 where = {doc: i for i, doc in reversed(list(enumerate(ids)))}
                 positions[name] = [where[doc] for doc in first]

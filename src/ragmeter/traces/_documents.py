@@ -115,6 +115,10 @@ def _documents(
         ids, texts, metas = _keys(name)
         if _absent(get, ids, texts) and (not with_metadata or get(metas[0]) is None):
             continue  # no such list: nothing at its first three positions
+        guessed = _as_last_time(get, name, ids, texts, metas if with_metadata else None)
+        if guessed is not None:
+            found[name] = guessed
+            continue
         id_col, text_col = _column(get, ids), _column(get, texts)
         meta_col = _column(get, metas) if with_metadata else []
         n = max(len(id_col), len(text_col), len(meta_col))
@@ -127,6 +131,7 @@ def _documents(
             if with_metadata and later == n and get(metas[later]) is not None:
                 return _scan_documents(attrs, fields)
         if n:
+            _LAST_COUNT[name] = n
             found[name] = Docs(
                 _filled(get, ids, id_col, n),
                 _filled(get, texts, text_col, n),
@@ -135,6 +140,57 @@ def _documents(
     if expected not in found and any(key.startswith(_DOC_STARTS) for key in attrs):
         return _scan_documents(attrs, fields)  # no first position: a gap at the start?
     return found, 0
+
+
+_LAST_COUNT: dict[str, int] = {}
+"""How many documents the last span read the slow way held in each list: a retriever
+returns the same number every time, so the next span is read straight to that count."""
+
+_STR = frozenset({str})
+
+
+def _as_last_time(
+    get: Callable[[str], Any],
+    name: str,
+    ids: list[str],
+    texts: list[str],
+    metas: list[str] | None,
+) -> Docs | None:
+    """The documents of list ``name`` if it holds as many as the last one read
+    (:data:`_LAST_COUNT`), read in one go: what the position-by-position reading below
+    finds, given that one of the id and text columns is full up to that count and nothing
+    (no id, text, or metadata) follows; else ``None``."""
+    n = _LAST_COUNT.get(name, 0)
+    if not n or n + 3 > len(ids):
+        return None
+    id_col = list(map(get, ids[: n + 3]))
+    if id_col[n] is not None or id_col[n + 1] is not None or id_col[n + 2] is not None:
+        return None
+    text_col = list(map(get, texts[: n + 3]))
+    if text_col[n] is not None or text_col[n + 1] is not None or text_col[n + 2] is not None:
+        return None
+    del id_col[n:], text_col[n:]
+    if not (_full(id_col) or _full(text_col)):
+        return None
+    meta_col = None
+    if metas is not None:
+        meta_col = list(map(get, metas[: n + 1]))
+        if meta_col.pop() is not None:
+            return None
+    return Docs(id_col, text_col, meta_col)
+
+
+def all_missing(ids: list[Any]) -> bool:
+    """Whether no id is given (each is ``None`` or ``""``); the usual case (every id is
+    text) is answered without a per-item test."""
+    if ids and _STR.issuperset(map(type, ids)) and "" not in ids:
+        return False
+    return all(i is None or i == "" for i in ids)
+
+
+def _full(values: list[Any]) -> bool:
+    """Whether no value is ``None`` (by identity: a value's ``==`` is not asked)."""
+    return _STR.issuperset(map(type, values)) or not any(v is None for v in values)
 
 
 def _absent(get: Callable[[str], Any], ids: list[str], texts: list[str]) -> bool:
@@ -222,8 +278,17 @@ _DOC_STARTS = tuple(prefix for prefix, _ in _DOC_PREFIXES)
 
 
 def _ids_and_texts(documents: Docs, rule: DocIdRule) -> tuple[list[str | None], list[str], int]:
-    texts = [text if text.__class__ is str else _text(text) for text in documents.texts]
+    """Each document's id (``None``: none, to be hashed from its text) and text, and how
+    many ids are missing (those hashes are noted, unless the rule is ``"content"``)."""
+    texts = documents.texts
+    if _STR.issuperset(map(type, texts)):
+        texts = list(texts)  # the usual case, all text: as they are, no per-item test
+    else:
+        texts = [text if text.__class__ is str else _text(text) for text in texts]
     if rule is None or rule == "id":
+        ids = documents.ids
+        if _STR.issuperset(map(type, ids)) and "" not in ids:
+            return list(ids), texts, 0  # every document has an id
         ids = [
             ident if ident.__class__ is str and ident else _plain_id(ident)
             for ident in documents.ids
