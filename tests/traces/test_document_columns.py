@@ -1,7 +1,8 @@
 """The shortcuts in reading a span's documents give what the careful reading gives.
 
-``_documents`` reads a list straight to the count of the last span read (a retriever returns
-the same number each time) and ``_ids_and_texts`` takes all-text columns as they are; the
+``_documents`` reads a span laid out as the last one of its size by where its documents are,
+or a list straight to the count of the last span read (a retriever returns the same number
+each time), and ``_ids_and_texts`` takes all-text columns as they are; the
 reference here is the same module with those shortcuts switched off (the position-by-position
 reading and the per-document tests), over generated attributes with gaps, missing fields,
 ``None`` and non-text values, and every remembered count."""
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmeter.traces import _documents as documents
+from ragmeter.traces import _layout as layout
 from ragmeter.traces._documents import Docs
 
 _LISTS = ("retrieval.documents", "reranker.output_documents", "reranker.input_documents")
@@ -59,22 +61,30 @@ def _columns(found: dict[str, Docs]) -> dict[str, tuple[list[Any], list[Any], li
     remembered=st.integers(0, 12),
     with_metadata=st.booleans(),
     expected=st.sampled_from(_LISTS[:2]),
+    data=st.data(),
 )
-def test_reading_to_the_last_count_is_the_careful_reading(
+def test_reading_to_the_last_count_or_layout_is_the_careful_reading(
     lists: dict[str, list[dict[str, Any]]],
     absent: set[tuple[str, int, str]],
     remembered: int,
     with_metadata: bool,
     expected: str,
+    data: st.DataObject,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """``attrs`` is read after a span with the same keys (other values, ``None`` among them)
+    was: by its layout when it has one, else to the remembered count, else carefully."""
     attrs = _attrs(lists, absent)
     fields = ("id", "content", "metadata") if with_metadata else ("id", "content")
     with monkeypatch.context() as m:
         m.setattr(documents, "_as_last_time", lambda *args: None)
+        m.setattr(documents, "by_layout", lambda *args: None)
         reference = documents._documents(attrs, fields, 0, expected)
+    earlier = dict(zip(attrs, data.draw(st.lists(_VALUE, min_size=len(attrs))), strict=False))
     with monkeypatch.context() as m:
         m.setattr(documents, "_LAST_COUNT", dict.fromkeys(_LISTS, remembered))
+        m.setattr(layout, "_LAYOUTS", {})
+        documents._documents(earlier, fields, 0, expected)  # its layout is remembered
         fast = documents._documents(attrs, fields, 0, expected)
     assert _columns(fast[0]) == _columns(reference[0]) and fast[1] == reference[1]
     rule_ids: list[Any] = []

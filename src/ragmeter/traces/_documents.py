@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.traces._json import _dotted, _json_object, _looks_json
+from ragmeter.traces._layout import by_layout, remember
 
 DocIdRule = str | Callable[[Mapping[str, Any]], Any] | None
 """Where a document's id is: ``None``/``"id"``, ``"content"``, ``"metadata.<key>"``, or a
@@ -105,9 +106,22 @@ def _documents(
     Positions 0, 1, ... are read directly (the usual, complete case); a span that lost
     attributes (``dropped``), has documents past the first empty position, or none at the
     first position of its ``expected`` list while holding document keys, is read key by key
-    instead."""
+    instead. A span whose keys are laid out as the last one of its size was is read by
+    where its documents are (:mod:`ragmeter.traces._layout`), with the same result."""
     if dropped:
         return _scan_documents(attrs, fields)
+    columns = by_layout(attrs, expected, "metadata" in fields)
+    if columns is not None:
+        return {name: Docs(*found) for name, found in columns.items()}, 0
+    read = _read_positions(attrs, fields, expected)
+    remember(attrs, expected)
+    return read
+
+
+def _read_positions(
+    attrs: Mapping[str, Any], fields: tuple[str, ...], expected: str
+) -> tuple[dict[str, Docs], int]:
+    """:func:`_documents` of a span that lost no attributes, position by position."""
     found: dict[str, Docs] = {}
     get = attrs.get
     with_metadata = "metadata" in fields
@@ -124,7 +138,7 @@ def _documents(
         n = max(len(id_col), len(text_col), len(meta_col))
         if n + 3 > len(ids):
             _grow_keys(n + 3)
-            return _documents(attrs, fields, dropped, expected)
+            return _read_positions(attrs, fields, expected)
         for later in (n, n + 1, n + 2):  # a gap: documents after an empty position
             if get(ids[later]) is not None or get(texts[later]) is not None:
                 return _scan_documents(attrs, fields)
