@@ -168,15 +168,17 @@ def _model(
     latency: float | None,
     error: str | None,
     same_as: str | None,
+    checked: bool = False,
 ) -> Stage | None:
     """:func:`_stage` of these values (the fields set: the four always written and each
-    optional one that is not ``None``), in one step."""
+    optional one that is not ``None``), in one step; ``checked``: ``ids`` and ``inputs``
+    were checked already (copies of another stage's)."""
     if (
         name.__class__ is not str
         or not name
         or kind not in STAGE_KINDS
-        or (ids is not None and not _texts(ids))
-        or (inputs is not None and not _texts(inputs))
+        or (not checked and ids is not None and not _texts(ids))
+        or (not checked and inputs is not None and not _texts(inputs))
         or (query is not None and query.__class__ is not str)
         or (error is not None and error.__class__ is not str)
         or (latency is not None and not (latency.__class__ is float and 0.0 <= latency < _INF))
@@ -279,6 +281,7 @@ def _listed(
                 None,
                 context.error,
                 same,
+                checked=True,  # the ids and the name of a stage listed above
             )
         else:
             entry = _stage_values(context, CONTEXT, None, names)
@@ -341,8 +344,7 @@ def quick_sample(run: TraceRun) -> RagSample | None:
         if got is None:
             return None
         listed, names, firsts = got
-    chosen = [] if context is None else [context]
-    ids, pairs = ranking(chosen) if chosen else (None, [])
+    ids, contexts, checked = _ranking(context, firsts)
     metadata: dict[str, Any] = {"framework": config.framework}
     metadata.update(run.framework_metadata())
     extra = run_metadata(meta)
@@ -359,17 +361,36 @@ def quick_sample(run: TraceRun) -> RagSample | None:
         "stages": listed,
         "metadata": metadata,
     }
-    if pairs:
-        fields["retrieved_contexts"] = [text for _, text in dict.fromkeys(pairs)]
+    if contexts is not None:
+        fields["retrieved_contexts"] = contexts
     run.stage_fields(fields, names, firsts)
     fields["id"] = run.sample_id if run.sample_id is not None else run.default_id()
     if errors:
         metadata["capture_errors"] = errors
-    return _sample(fields)
+    return _sample(fields, checked)
 
 
-def _sample(fields: dict[str, Any]) -> RagSample | None:
-    """A :class:`RagSample` of ``fields`` if each is what the schema accepts unchanged."""
+def _ranking(
+    context: StageRecord | None, firsts: Mapping[int, list[str] | None]
+) -> tuple[list[str] | None, list[str] | None, bool]:
+    """The sample's ``retrieved_ids`` and ``retrieved_contexts`` (``None``: none) as
+    :func:`ragmeter.capture.ranking` of the context makes them, and whether the ids are a
+    listed stage's (checked already): where the context's ids are each once, so is each
+    ``(id, text)`` pair, and they are its ids and texts as they are."""
+    if context is None:
+        return None, None, False
+    first = firsts.get(id(context))
+    whole = context.ids if first is not None else None
+    if first is not None and whole is not None and len(first) == len(whole) == len(context.texts):
+        return list(first), list(context.texts) if whole else None, True
+    ids, pairs = ranking([context])
+    contexts = [text for _, text in dict.fromkeys(pairs)] if pairs else None
+    return ids, contexts, first is not None
+
+
+def _sample(fields: dict[str, Any], ids_checked: bool = False) -> RagSample | None:
+    """A :class:`RagSample` of ``fields`` if each is what the schema accepts unchanged
+    (``ids_checked``: the ids are a listed stage's, checked already)."""
     contexts = fields.get("retrieved_contexts")
     ids = fields["retrieved_ids"]
     if (
@@ -377,7 +398,7 @@ def _sample(fields: dict[str, Any]) -> RagSample | None:
         or not _text(fields["user_input"])
         or not _text(fields["response"])
         or not _text(fields["error"])
-        or (ids is not None and not _texts(ids))
+        or (ids is not None and not ids_checked and not _texts(ids))
         or (contexts is not None and not _texts(contexts))
         or not _millis(fields["latency_ms"])
         or not _count(fields["input_tokens"])
