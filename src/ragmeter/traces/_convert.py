@@ -203,10 +203,19 @@ _FRAMEWORKS = {"langchain": "langchain", "llama_index": "llamaindex", "haystack"
 
 def _framework(scope: str) -> str | None:
     """``"langchain"`` from ``openinference.instrumentation.langchain`` (the adapters' names)."""
-    if not scope.startswith("openinference.instrumentation."):
-        return None
-    name = scope.rsplit(".", 1)[-1]
-    return _FRAMEWORKS.get(name, name)
+    if scope in _SCOPES:
+        return _SCOPES[scope]
+    found = None
+    if scope.startswith("openinference.instrumentation."):
+        name = scope.rsplit(".", 1)[-1]
+        found = _FRAMEWORKS.get(name, name)
+    if len(_SCOPES) < 256:
+        _SCOPES[scope] = found
+    return found
+
+
+_SCOPES: dict[str, str | None] = {}
+"""The framework of each instrumentation scope seen (a trace's first span names one)."""
 
 
 def _framework_of(spans: Sequence[TraceSpan]) -> str | None:
@@ -254,7 +263,8 @@ def runs_of_trace(
             counts["orphan_spans"] = counts.get("orphan_spans", 0) + 1
         children.setdefault(span.parent_id if known else None, []).append(span)
     for group in children.values():
-        group.sort(key=_START_END)
+        if len(group) > 1:
+            group.sort(key=_START_END)
     roots: list[TraceSpan] = []
     pending = list(children.get(None, ()))
     while pending:  # the outermost spans of a root kind, looking through other spans
@@ -371,6 +381,8 @@ def _walk(
             answer = text if text is not None else answer
         if run.context is None and run.framework == "haystack":
             _haystack_context(child, run, options)
+        if child.span_id not in children:
+            continue  # a leaf: nothing below it
         below = [*enclosing, stage] if stage else enclosing
         inner = _walk(child, children, run, options, below, counted, arm)
         answer = inner if inner is not None else answer

@@ -23,14 +23,24 @@ _REPR_CONTENT = re.compile(r"content: '(.*?)'(?:, (?:meta|score|embedding)|\)$)"
 class Docs:
     """A span's documents as columns, position by position: ``ids``, ``texts`` and
     ``metas`` (the raw ``document.id``/``content``/``metadata`` values, ``None`` where a
-    document has none; ``metas`` is all ``None`` when the doc-id rule does not read it)."""
+    document has none; ``metas`` is all ``None`` when the doc-id rule does not read it).
+    ``text_ids``/``text_texts``: every id/text is known to be a ``str`` (not a subclass)."""
 
-    __slots__ = ("ids", "metas", "texts")
+    __slots__ = ("ids", "metas", "text_ids", "text_texts", "texts")
 
-    def __init__(self, ids: list[Any], texts: list[Any], metas: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        ids: list[Any],
+        texts: list[Any],
+        metas: list[Any] | None = None,
+        text_ids: bool = False,
+        text_texts: bool = False,
+    ) -> None:
         self.ids = ids
         self.texts = texts
         self.metas = metas if metas is not None else [None] * len(ids)
+        self.text_ids = text_ids
+        self.text_texts = text_texts
 
     @classmethod
     def of(cls, items: Sequence[Mapping[str, Any]]) -> Docs:
@@ -194,10 +204,10 @@ def _as_last_time(
     return Docs(id_col, text_col, meta_col)
 
 
-def all_missing(ids: list[Any]) -> bool:
+def all_missing(ids: list[Any], text: bool = False) -> bool:
     """Whether no id is given (each is ``None`` or ``""``); the usual case (every id is
-    text) is answered without a per-item test."""
-    if ids and _STR.issuperset(map(type, ids)) and "" not in ids:
+    text; ``text``: known to be) is answered without a per-item test."""
+    if ids and (text or _STR.issuperset(map(type, ids))) and "" not in ids:
         return False
     return all(i is None or i == "" for i in ids)
 
@@ -293,16 +303,16 @@ _DOC_STARTS = tuple(prefix for prefix, _ in _DOC_PREFIXES)
 
 def _ids_and_texts(documents: Docs, rule: DocIdRule) -> tuple[list[str | None], list[str], int]:
     """Each document's id (``None``: none, to be hashed from its text) and text, and how
-    many ids are missing (those hashes are noted, unless the rule is ``"content"``)."""
+    many ids are missing (those hashes are noted, unless the rule is ``"content"``). The
+    lists may be ``documents``' own: read them, do not change them."""
     texts = documents.texts
-    if _STR.issuperset(map(type, texts)):
-        texts = list(texts)  # the usual case, all text: as they are, no per-item test
-    else:
+    if not (documents.text_texts or _STR.issuperset(map(type, texts))):
         texts = [text if text.__class__ is str else _text(text) for text in texts]
+    # else the usual case, all text: as they are, no per-item test
     if rule is None or rule == "id":
         ids = documents.ids
-        if _STR.issuperset(map(type, ids)) and "" not in ids:
-            return list(ids), texts, 0  # every document has an id
+        if (documents.text_ids or _STR.issuperset(map(type, ids))) and "" not in ids:
+            return ids, texts, 0  # every document has an id
         ids = [
             ident if ident.__class__ is str and ident else _plain_id(ident)
             for ident in documents.ids

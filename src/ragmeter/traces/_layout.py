@@ -28,8 +28,9 @@ _DOC_STARTS = tuple(prefix for prefix, _ in _DOC_PREFIXES)
 _READ = ("id", "content", "metadata")
 _STR = frozenset({str})
 
-Columns = tuple[list[Any], list[Any], list[Any] | None]
-"""A list's ids, texts and metadata (``None``: not asked for), position by position."""
+Columns = tuple[list[Any], list[Any], list[Any] | None, bool, bool]
+"""A list's ids, texts and metadata (``None``: not asked for), position by position, and
+whether every id, and every text, is a ``str``."""
 
 
 class Layout:
@@ -71,9 +72,17 @@ def by_layout(
         metas = None
         if with_metadata:
             metas = values[start + at_meta : end : stride] if at_meta >= 0 else [None] * count
-        if not (_full(ids) or _full(texts) or (metas is not None and _full(metas))):
+        text_ids = at_id >= 0 and _STR.issuperset(map(type, ids))
+        text_texts = at_text >= 0 and _STR.issuperset(map(type, texts))
+        if not (
+            text_ids
+            or text_texts
+            or _no_none(ids)
+            or _no_none(texts)
+            or (metas is not None and _no_none(metas))
+        ):
             return None  # the careful reading would stop at a None: it reads this one
-        found[name] = (ids, texts, metas)
+        found[name] = (ids, texts, metas, text_ids, text_texts)
     return found
 
 
@@ -90,9 +99,9 @@ def remember(attrs: Mapping[str, Any], expected: str) -> None:
     _LAYOUTS[key] = layout_of(list(attrs))
 
 
-def _full(values: list[Any]) -> bool:
+def _no_none(values: list[Any]) -> bool:
     """Whether no value is ``None`` (by identity: a value's ``==`` is not asked)."""
-    return _STR.issuperset(map(type, values)) or not any(v is None for v in values)
+    return not any(v is None for v in values)
 
 
 def layout_of(keys: list[str]) -> Layout | None:

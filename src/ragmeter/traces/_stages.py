@@ -135,7 +135,7 @@ def _finish_stage(
     marked: bool,
     parent: StageRecord | None,
 ) -> None:
-    if output and all_missing(output.ids):
+    if output and all_missing(output.ids, output.text_ids):
         fallback = _output_documents(span.attributes)  # LangChain: ids only in output.value
         if fallback is not None and len(fallback) == len(output):
             output = Docs(fallback.ids, output.texts, output.metas)
