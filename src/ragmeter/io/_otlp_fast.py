@@ -180,23 +180,23 @@ def _spans(
                 raise Unhandled  # the exception event says what failed: the json reader's
             error = status.message
         parent = span.parentSpanId
-        if parent and int(span.flags or 0) & remote_parent == remote_parent:
+        if parent and span.flags and int(span.flags) & remote_parent == remote_parent:
             parent = None
         trace = traces.get(span.traceId)  # type: ignore[arg-type]
         if trace is None:
             trace = traces[span.traceId] = hex_id(span.traceId, 16, "traceId")  # type: ignore[index]
-        own = span.spanId
-        if own.__class__ is not str or len(own) != 16 or not _LOWER_HEX(own):
-            own = seen.get(own)  # type: ignore[arg-type]  # (None: hex_id words the error)
-            if own is None:
+        own = seen.get(span.spanId)  # type: ignore[arg-type]  # (None: hex_id words the error)
+        if own is None:
+            own = span.spanId
+            if own.__class__ is not str or len(own) != 16 or not _LOWER_HEX(own):
                 own = seen[span.spanId] = hex_id(span.spanId, 8, "spanId")  # type: ignore[index]
         above = None
         if parent:
-            if parent.__class__ is str and len(parent) == 16 and _LOWER_HEX(parent):
-                above = parent
-            else:
-                above = seen.get(parent)
-                if above is None:
+            above = seen.get(parent)  # a parent's id repeats: its children's, its own
+            if above is None:
+                if parent.__class__ is str and len(parent) == 16 and _LOWER_HEX(parent):
+                    above = seen[parent] = parent
+                else:
                     above = seen[parent] = hex_id(parent, 8, "parentSpanId")
         out.append(
             make(
@@ -209,7 +209,7 @@ def _spans(
                 int(span.endTimeUnixNano or 0),
                 error,
                 scope,
-                int(span.droppedAttributesCount or 0),
+                int(span.droppedAttributesCount) if span.droppedAttributesCount else 0,
             )
         )
     return out
