@@ -417,13 +417,25 @@ def _works() -> bool:
     record.done(["d1"], ["x"])
     values = _stage_values(record, "bm25", None, {})
     checked = Stage.model_validate({k: v for k, v in values.items() if k in values["set"]})
+    modelled = _model(
+        values["name"],
+        values["kind"],
+        values["ids"],
+        values["query"],
+        values["inputs"],
+        values["depth"],
+        values["latency_ms"],
+        values["error"],
+        values["same_as"],
+    )
     made = _stage(values)
-    return (
-        made is not None
-        and made == checked
-        and made.model_fields_set == checked.model_fields_set
-        and made.model_dump() == checked.model_dump()
-        and list(made.__dict__) == list(checked.__dict__)
+    return all(
+        model is not None
+        and model == checked
+        and model.model_fields_set == checked.model_fields_set
+        and model.model_dump() == checked.model_dump()
+        and list(model.__dict__) == list(checked.__dict__)
+        for model in (made, modelled)
     )
 
 
