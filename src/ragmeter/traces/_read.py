@@ -97,7 +97,7 @@ def group_traces(
     handed on at the end; a span of a trace already handed on is counted (``late_spans``)
     and dropped."""
     open_traces: dict[str, list[TraceSpan]] = {}
-    done: set[str] = set()  # the traces handed on lately (bounded: the last _DONE_KEPT)
+    done: dict[str, None] = {}  # the traces handed on lately (bounded: the last _DONE_KEPT)
     order: deque[str] = deque()  # the same, oldest first (a dict's oldest key is slow to
     # find once many were deleted: it scans past them)
     for batch in batches:
@@ -114,10 +114,10 @@ def group_traces(
             if span.parent_id is None:
                 finished[trace] = None
         for trace in finished:
-            done.add(trace)
+            done[trace] = None
             order.append(trace)
             if len(order) > _DONE_KEPT:
-                done.discard(order.popleft())
+                del done[order.popleft()]
             yield open_traces.pop(trace)
     if open_traces:
         counts["no_root_span"] = counts.get("no_root_span", 0) + len(open_traces)
