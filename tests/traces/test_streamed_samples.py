@@ -1,7 +1,8 @@
-"""``iter_samples``' fast path (``msgspec`` decoding, samples made without validating again
-what was checked) gives exactly the samples of the reference path (the ``json`` reader, each
-sample built and validated by :meth:`RunRecord.fresh_sample`): equal, with the same fields
-set, the same JSON, on every fixture file and on generated traces of many shapes."""
+"""``iter_samples``' fast path (``msgspec`` decoding, documents read by their layout, samples
+made without validating again what was checked) gives exactly the samples of the reference
+path (the ``json`` reader, documents read position by position, each sample built and
+validated by :meth:`RunRecord.fresh_sample`): equal, with the same fields set, the same
+JSON, on every fixture file and on generated traces of many shapes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ragmeter.traces._convert as convert
+import ragmeter.traces._documents as documents
 from ragmeter.schema import RagSample
 from ragmeter.traces import iter_samples, read
 from ragmeter.traces._sample import quick_sample
@@ -36,6 +38,8 @@ def _samples(
         if not fast:
             m.setenv("RAGMETER_OTLP_JSON", "1")
             m.setattr(convert, "quick_sample", lambda run: None)
+            m.setattr(documents, "by_layout", lambda *args: None)  # documents read carefully
+            m.setattr(documents, "_as_last_time", lambda *args: None)
         return list(iter_samples(path, **options))
 
 

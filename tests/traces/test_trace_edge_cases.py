@@ -7,11 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import ragmeter.traces._read as traces_read
+from ragmeter.io.otel import TraceSpan
 from ragmeter.traces import SpanProcessor, document_annotations, read
+from ragmeter.traces._read import group_traces
 
 TRACE = "0" * 31 + "1"
 KIND = "openinference.span.kind"
@@ -236,3 +240,26 @@ def test_retrievers_in_two_arms_of_a_parallel_step_are_listed_by_name_whatever_t
     assert [s.name for s in sample.stages or ()][:2] == ["alpha", "zeta"]
     assert sample.retrieved_ids is None  # two arms reach the end: no context, and it says so
     assert any("none can be identified" in e for e in sample.metadata["capture_errors"])
+
+
+def test_late_spans_are_recognised_for_the_last_handed_on_traces_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A span of a trace handed on lately is counted late and dropped; the window is the
+    last ``_DONE_KEPT`` traces, and a span of a trace older than that starts a trace of its
+    own (no root: handed on at the end and counted)."""
+    monkeypatch.setattr(traces_read, "_DONE_KEPT", 2)
+
+    def span(trace: str, span_id: str, parent: str | None) -> TraceSpan:
+        return TraceSpan(trace, span_id, parent, "s", {})
+
+    batches = [
+        [span("a", "1", None)],
+        [span("b", "2", None), span("a", "3", "1")],  # late: a was handed on
+        [span("c", "4", None)],  # a leaves the window (b, c are in it)
+        [span("a", "5", "1"), span("b", "6", "2")],  # a again: a trace of its own; b late
+    ]
+    counts: dict[str, int] = {}
+    grouped = [[s.span_id for s in group] for group in group_traces(batches, counts)]
+    assert grouped == [["1"], ["2"], ["4"], ["5"]]
+    assert counts == {"late_spans": 2, "no_root_span": 1}

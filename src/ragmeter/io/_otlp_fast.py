@@ -13,6 +13,7 @@ words every error. A test reads every fixture and generated line both ways.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +87,8 @@ class _TracesData(msgspec.Struct, gc=False):
 
 
 _DECODE = msgspec.json.Decoder(_TracesData).decode
+_LOWER_HEX = re.compile("[0-9a-f]+").fullmatch
+"""An id already in the form ``hex_id`` gives (lowercase hex digits): kept as it is."""
 _EMPTY = _AnyValue()
 
 
@@ -177,19 +180,24 @@ def _spans(
                 raise Unhandled  # the exception event says what failed: the json reader's
             error = status.message
         parent = span.parentSpanId
-        if parent and int(span.flags or 0) & remote_parent == remote_parent:
+        if parent and span.flags and int(span.flags) & remote_parent == remote_parent:
             parent = None
         trace = traces.get(span.traceId)  # type: ignore[arg-type]
         if trace is None:
             trace = traces[span.traceId] = hex_id(span.traceId, 16, "traceId")  # type: ignore[index]
-        own = seen.get(span.spanId)  # type: ignore[arg-type]
+        own = seen.get(span.spanId)  # type: ignore[arg-type]  # (None: hex_id words the error)
         if own is None:
-            own = seen[span.spanId] = hex_id(span.spanId, 8, "spanId")  # type: ignore[index]
+            own = span.spanId
+            if own.__class__ is not str or len(own) != 16 or not _LOWER_HEX(own):
+                own = seen[span.spanId] = hex_id(span.spanId, 8, "spanId")  # type: ignore[index]
         above = None
         if parent:
-            above = seen.get(parent)
+            above = seen.get(parent)  # a parent's id repeats: its children's, its own
             if above is None:
-                above = seen[parent] = hex_id(parent, 8, "parentSpanId")
+                if parent.__class__ is str and len(parent) == 16 and _LOWER_HEX(parent):
+                    above = seen[parent] = parent
+                else:
+                    above = seen[parent] = hex_id(parent, 8, "parentSpanId")
         out.append(
             make(
                 trace,
@@ -201,7 +209,7 @@ def _spans(
                 int(span.endTimeUnixNano or 0),
                 error,
                 scope,
-                int(span.droppedAttributesCount or 0),
+                int(span.droppedAttributesCount) if span.droppedAttributesCount else 0,
             )
         )
     return out

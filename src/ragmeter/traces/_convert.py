@@ -156,6 +156,16 @@ class TraceRun(RunRecord):
         per-document scores are written back, and for a stage whose span repeated a doc id
         (several chunks of one document) the span position of each id in ``ids``
         (``metadata["stage_positions"]``)."""
+        self.stage_fields(fields, names)
+
+    def stage_fields(
+        self,
+        fields: dict[str, Any],
+        names: Mapping[int, str],
+        firsts: Mapping[int, list[str] | None] | None = None,
+    ) -> None:
+        """:meth:`framework_fields`' work; ``firsts``: each stage's ids once (by ``id()`` of
+        its record), where the caller has them already."""
         if not self.stage_spans:
             return
         spans: dict[str, str] = {}
@@ -167,7 +177,9 @@ class TraceRun(RunRecord):
             name = names[id(stage)]
             spans[name] = span_id
             ids = stage.ids or []
-            first = list(dict.fromkeys(ids))
+            first = firsts.get(id(stage)) if firsts is not None else None
+            if first is None:
+                first = list(dict.fromkeys(ids))
             if len(first) != len(ids):  # repeats (chunks of one doc): where each first was
                 where = {doc: i for i, doc in reversed(list(enumerate(ids)))}
                 positions[name] = [where[doc] for doc in first]
@@ -191,10 +203,19 @@ _FRAMEWORKS = {"langchain": "langchain", "llama_index": "llamaindex", "haystack"
 
 def _framework(scope: str) -> str | None:
     """``"langchain"`` from ``openinference.instrumentation.langchain`` (the adapters' names)."""
-    if not scope.startswith("openinference.instrumentation."):
-        return None
-    name = scope.rsplit(".", 1)[-1]
-    return _FRAMEWORKS.get(name, name)
+    if scope in _SCOPES:
+        return _SCOPES[scope]
+    found = None
+    if scope.startswith("openinference.instrumentation."):
+        name = scope.rsplit(".", 1)[-1]
+        found = _FRAMEWORKS.get(name, name)
+    if len(_SCOPES) < 256:
+        _SCOPES[scope] = found
+    return found
+
+
+_SCOPES: dict[str, str | None] = {}
+"""The framework of each instrumentation scope seen (a trace's first span names one)."""
 
 
 def _framework_of(spans: Sequence[TraceSpan]) -> str | None:
@@ -242,7 +263,8 @@ def runs_of_trace(
             counts["orphan_spans"] = counts.get("orphan_spans", 0) + 1
         children.setdefault(span.parent_id if known else None, []).append(span)
     for group in children.values():
-        group.sort(key=_START_END)
+        if len(group) > 1:
+            group.sort(key=_START_END)
     roots: list[TraceSpan] = []
     pending = list(children.get(None, ()))
     while pending:  # the outermost spans of a root kind, looking through other spans
@@ -359,6 +381,8 @@ def _walk(
             answer = text if text is not None else answer
         if run.context is None and run.framework == "haystack":
             _haystack_context(child, run, options)
+        if child.span_id not in children:
+            continue  # a leaf: nothing below it
         below = [*enclosing, stage] if stage else enclosing
         inner = _walk(child, children, run, options, below, counted, arm)
         answer = inner if inner is not None else answer

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.traces._json import _dotted, _json_object, _looks_json
+from ragmeter.traces._layout import by_layout, remember
 
 DocIdRule = str | Callable[[Mapping[str, Any]], Any] | None
 """Where a document's id is: ``None``/``"id"``, ``"content"``, ``"metadata.<key>"``, or a
@@ -22,14 +23,24 @@ _REPR_CONTENT = re.compile(r"content: '(.*?)'(?:, (?:meta|score|embedding)|\)$)"
 class Docs:
     """A span's documents as columns, position by position: ``ids``, ``texts`` and
     ``metas`` (the raw ``document.id``/``content``/``metadata`` values, ``None`` where a
-    document has none; ``metas`` is all ``None`` when the doc-id rule does not read it)."""
+    document has none; ``metas`` is all ``None`` when the doc-id rule does not read it).
+    ``text_ids``/``text_texts``: every id/text is known to be a ``str`` (not a subclass)."""
 
-    __slots__ = ("ids", "metas", "texts")
+    __slots__ = ("ids", "metas", "text_ids", "text_texts", "texts")
 
-    def __init__(self, ids: list[Any], texts: list[Any], metas: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        ids: list[Any],
+        texts: list[Any],
+        metas: list[Any] | None = None,
+        text_ids: bool = False,
+        text_texts: bool = False,
+    ) -> None:
         self.ids = ids
         self.texts = texts
         self.metas = metas if metas is not None else [None] * len(ids)
+        self.text_ids = text_ids
+        self.text_texts = text_texts
 
     @classmethod
     def of(cls, items: Sequence[Mapping[str, Any]]) -> Docs:
@@ -105,9 +116,22 @@ def _documents(
     Positions 0, 1, ... are read directly (the usual, complete case); a span that lost
     attributes (``dropped``), has documents past the first empty position, or none at the
     first position of its ``expected`` list while holding document keys, is read key by key
-    instead."""
+    instead. A span whose keys are laid out as the last one of its size was is read by
+    where its documents are (:mod:`ragmeter.traces._layout`), with the same result."""
     if dropped:
         return _scan_documents(attrs, fields)
+    columns = by_layout(attrs, expected, "metadata" in fields)
+    if columns is not None:
+        return {name: Docs(*found) for name, found in columns.items()}, 0
+    read = _read_positions(attrs, fields, expected)
+    remember(attrs, expected)
+    return read
+
+
+def _read_positions(
+    attrs: Mapping[str, Any], fields: tuple[str, ...], expected: str
+) -> tuple[dict[str, Docs], int]:
+    """:func:`_documents` of a span that lost no attributes, position by position."""
     found: dict[str, Docs] = {}
     get = attrs.get
     with_metadata = "metadata" in fields
@@ -115,18 +139,23 @@ def _documents(
         ids, texts, metas = _keys(name)
         if _absent(get, ids, texts) and (not with_metadata or get(metas[0]) is None):
             continue  # no such list: nothing at its first three positions
+        guessed = _as_last_time(get, name, ids, texts, metas if with_metadata else None)
+        if guessed is not None:
+            found[name] = guessed
+            continue
         id_col, text_col = _column(get, ids), _column(get, texts)
         meta_col = _column(get, metas) if with_metadata else []
         n = max(len(id_col), len(text_col), len(meta_col))
         if n + 3 > len(ids):
             _grow_keys(n + 3)
-            return _documents(attrs, fields, dropped, expected)
+            return _read_positions(attrs, fields, expected)
         for later in (n, n + 1, n + 2):  # a gap: documents after an empty position
             if get(ids[later]) is not None or get(texts[later]) is not None:
                 return _scan_documents(attrs, fields)
             if with_metadata and later == n and get(metas[later]) is not None:
                 return _scan_documents(attrs, fields)
         if n:
+            _LAST_COUNT[name] = n
             found[name] = Docs(
                 _filled(get, ids, id_col, n),
                 _filled(get, texts, text_col, n),
@@ -135,6 +164,57 @@ def _documents(
     if expected not in found and any(key.startswith(_DOC_STARTS) for key in attrs):
         return _scan_documents(attrs, fields)  # no first position: a gap at the start?
     return found, 0
+
+
+_LAST_COUNT: dict[str, int] = {}
+"""How many documents the last span read the slow way held in each list: a retriever
+returns the same number every time, so the next span is read straight to that count."""
+
+_STR = frozenset({str})
+
+
+def _as_last_time(
+    get: Callable[[str], Any],
+    name: str,
+    ids: list[str],
+    texts: list[str],
+    metas: list[str] | None,
+) -> Docs | None:
+    """The documents of list ``name`` if it holds as many as the last one read
+    (:data:`_LAST_COUNT`), read in one go: what the position-by-position reading below
+    finds, given that one of the id and text columns is full up to that count and nothing
+    (no id, text, or metadata) follows; else ``None``."""
+    n = _LAST_COUNT.get(name, 0)
+    if not n or n + 3 > len(ids):
+        return None
+    id_col = list(map(get, ids[: n + 3]))
+    if id_col[n] is not None or id_col[n + 1] is not None or id_col[n + 2] is not None:
+        return None
+    text_col = list(map(get, texts[: n + 3]))
+    if text_col[n] is not None or text_col[n + 1] is not None or text_col[n + 2] is not None:
+        return None
+    del id_col[n:], text_col[n:]
+    if not (_full(id_col) or _full(text_col)):
+        return None
+    meta_col = None
+    if metas is not None:
+        meta_col = list(map(get, metas[: n + 1]))
+        if meta_col.pop() is not None:
+            return None
+    return Docs(id_col, text_col, meta_col)
+
+
+def all_missing(ids: list[Any], text: bool = False) -> bool:
+    """Whether no id is given (each is ``None`` or ``""``); the usual case (every id is
+    text; ``text``: known to be) is answered without a per-item test."""
+    if ids and (text or _STR.issuperset(map(type, ids))) and "" not in ids:
+        return False
+    return all(i is None or i == "" for i in ids)
+
+
+def _full(values: list[Any]) -> bool:
+    """Whether no value is ``None`` (by identity: a value's ``==`` is not asked)."""
+    return _STR.issuperset(map(type, values)) or not any(v is None for v in values)
 
 
 def _absent(get: Callable[[str], Any], ids: list[str], texts: list[str]) -> bool:
@@ -222,8 +302,17 @@ _DOC_STARTS = tuple(prefix for prefix, _ in _DOC_PREFIXES)
 
 
 def _ids_and_texts(documents: Docs, rule: DocIdRule) -> tuple[list[str | None], list[str], int]:
-    texts = [text if text.__class__ is str else _text(text) for text in documents.texts]
+    """Each document's id (``None``: none, to be hashed from its text) and text, and how
+    many ids are missing (those hashes are noted, unless the rule is ``"content"``). The
+    lists may be ``documents``' own: read them, do not change them."""
+    texts = documents.texts
+    if not (documents.text_texts or _STR.issuperset(map(type, texts))):
+        texts = [text if text.__class__ is str else _text(text) for text in texts]
+    # else the usual case, all text: as they are, no per-item test
     if rule is None or rule == "id":
+        ids = documents.ids
+        if (documents.text_ids or _STR.issuperset(map(type, ids))) and "" not in ids:
+            return ids, texts, 0  # every document has an id
         ids = [
             ident if ident.__class__ is str and ident else _plain_id(ident)
             for ident in documents.ids

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -96,7 +97,9 @@ def group_traces(
     handed on at the end; a span of a trace already handed on is counted (``late_spans``)
     and dropped."""
     open_traces: dict[str, list[TraceSpan]] = {}
-    done: dict[str, None] = {}  # the traces handed on lately, oldest first (bounded)
+    done: dict[str, None] = {}  # the traces handed on lately (bounded: the last _DONE_KEPT)
+    order: deque[str] = deque()  # the same, oldest first (a dict's oldest key is slow to
+    # find once many were deleted: it scans past them)
     for batch in batches:
         finished: dict[str, None] = {}
         for span in batch:
@@ -112,8 +115,9 @@ def group_traces(
                 finished[trace] = None
         for trace in finished:
             done[trace] = None
-            if len(done) > _DONE_KEPT:
-                del done[next(iter(done))]
+            order.append(trace)
+            if len(order) > _DONE_KEPT:
+                del done[order.popleft()]
             yield open_traces.pop(trace)
     if open_traces:
         counts["no_root_span"] = counts.get("no_root_span", 0) + len(open_traces)

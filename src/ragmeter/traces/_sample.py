@@ -153,11 +153,82 @@ def _stage_values(
     }
 
 
+_OPTIONAL = ("query", "inputs", "latency_ms", "error", "same_as")
+_GIVEN: dict[tuple[bool, ...], frozenset[str]] = {}
+"""The fields a stage sets, by which of :data:`_OPTIONAL` it has (made once each)."""
+
+
+def _model(
+    name: str,
+    kind: str,
+    ids: list[str] | None,
+    query: str | None,
+    inputs: list[str] | None,
+    depth: int,
+    latency: float | None,
+    error: str | None,
+    same_as: str | None,
+    checked: bool = False,
+) -> Stage | None:
+    """:func:`_stage` of these values (the fields set: the four always written and each
+    optional one that is not ``None``), in one step; ``checked``: ``ids`` and ``inputs``
+    were checked already (copies of another stage's)."""
+    if (
+        name.__class__ is not str
+        or not name
+        or kind not in STAGE_KINDS
+        or (not checked and ids is not None and not _texts(ids))
+        or (not checked and inputs is not None and not _texts(inputs))
+        or (query is not None and query.__class__ is not str)
+        or (error is not None and error.__class__ is not str)
+        or (latency is not None and not (latency.__class__ is float and 0.0 <= latency < _INF))
+        or depth.__class__ is not int
+        or depth < 0
+    ):
+        return None
+    flags = (
+        query is not None,
+        inputs is not None,
+        latency is not None,
+        error is not None,
+        same_as is not None,
+    )
+    given = _GIVEN.get(flags)
+    if given is None:
+        given = _GIVEN[flags] = frozenset(
+            (*_ALWAYS, *(field for field, on in zip(_OPTIONAL, flags, strict=True) if on))
+        )
+    made = _new(Stage)
+    _set(
+        made,
+        "__dict__",
+        {
+            "name": name,
+            "kind": kind,
+            "ids": ids,
+            "query": query,
+            "inputs": inputs,
+            "depth": depth,
+            "latency_ms": latency,
+            "error": error,
+            "same_as": same_as,
+        },
+    )
+    _set(made, "__pydantic_fields_set__", set(given))
+    _set(made, "__pydantic_extra__", None)
+    _set(made, "__pydantic_private__", None)
+    return made
+
+
+_new = object.__new__
+
+
 def _listed(
     stages: Sequence[StageRecord], context: StageRecord | None
-) -> tuple[list[Stage], dict[int, str]] | None:
+) -> tuple[list[Stage], dict[int, str], dict[int, list[str] | None]] | None:
     """:func:`ragmeter.capture.stage_list` as models, when no name repeats and no two stages
-    whose order a name would decide ran concurrently (else ``None``)."""
+    whose order a name would decide ran concurrently (else ``None``); with each stage's
+    unique name and its ids, each once (by ``id()`` of its record)."""
     names: dict[int, str] = {}
     taken: set[str] = set()
     children: dict[int, list[str]] = {}
@@ -167,35 +238,77 @@ def _listed(
             return None  # "<name>#2" naming, or an unfinished stage: the general way
         taken.add(name)
         names[id(stage)] = name
-    for stage in stages:
         if stage.parent is not None:
-            children.setdefault(id(stage.parent), []).append(names[id(stage)])
-    order = sorted(stages, key=lambda s: s.seq)
+            children.setdefault(id(stage.parent), []).append(name)
+    order = sorted(stages, key=_seq) if len(stages) > 1 else stages
     for a, b in pairwise(order):
         if names[id(b)] < names[id(a)] and timing_decides_order(a, b):
             return None  # they may have run concurrently: stage_list orders them by name
     out = []
+    firsts: dict[int, list[str] | None] = {}
     for stage in order:
-        model = _stage(_stage_values(stage, names[id(stage)], children.get(id(stage)), names))
+        ids = stage.ids
+        if ids is not None:
+            ids = list(dict.fromkeys(ids))
+        firsts[id(stage)] = ids
+        inputs = _inputs(stage, children.get(id(stage)), names)
+        end = stage.end
+        model = _model(
+            names[id(stage)],
+            stage.kind,
+            ids,
+            stage.query,
+            inputs,
+            stage.depth,
+            None if end is None else (end - stage.start) * 1000.0,
+            stage.error,
+            None,
+        )
         if model is None:
             return None
         out.append(model)
     if context is not None:
         same = names.get(id(context))
-        entry = _stage_values(context, CONTEXT, None, names)
-        entry["kind"] = "context"
-        entry["depth"] = 0
         if same is not None:
-            entry["same_as"] = same
-            entry["inputs"] = [same]
-            entry["query"] = entry["latency_ms"] = None
-            entry["set"] -= {"query", "latency_ms"}
-            entry["set"] |= {"same_as", "inputs"}
-        model = _stage(entry)
+            ids = firsts[id(context)]
+            model = _model(
+                CONTEXT,
+                "context",
+                None if ids is None else list(ids),
+                None,
+                [same],
+                0,
+                None,
+                context.error,
+                same,
+                checked=True,  # the ids and the name of a stage listed above
+            )
+        else:
+            entry = _stage_values(context, CONTEXT, None, names)
+            entry["kind"] = "context"
+            entry["depth"] = 0
+            model = _stage(entry)
         if model is None:
             return None
         out.append(model)
-    return out, names
+    return out, names, firsts
+
+
+def _inputs(
+    stage: StageRecord, children: Sequence[str] | None, names: Mapping[int, str]
+) -> list[str] | None:
+    """The names of the stages ``stage`` consumed, then of those inside it, each once
+    (``None``: none)."""
+    given = stage.inputs
+    if not given and not children:
+        return None
+    inputs = [i if isinstance(i, str) else names.get(id(i), str(i.name)) for i in given or ()]
+    inputs.extend(children or ())
+    return list(dict.fromkeys(inputs))
+
+
+def _seq(stage: StageRecord) -> int:
+    return stage.seq
 
 
 def quick_sample(run: TraceRun) -> RagSample | None:
@@ -218,6 +331,7 @@ def quick_sample(run: TraceRun) -> RagSample | None:
     listed: list[Stage] | None = None
     context: StageRecord | None = None
     names: dict[int, str] = {}
+    firsts: dict[int, list[str] | None] = {}
     if stages or run.context is not None:
         context, why = run.context, None
         if context is None:
@@ -229,9 +343,8 @@ def quick_sample(run: TraceRun) -> RagSample | None:
         got = _listed(stages, context)
         if got is None:
             return None
-        listed, names = got
-    chosen = [] if context is None else [context]
-    ids, pairs = ranking(chosen) if chosen else (None, [])
+        listed, names, firsts = got
+    ids, contexts, checked = _ranking(context, firsts)
     metadata: dict[str, Any] = {"framework": config.framework}
     metadata.update(run.framework_metadata())
     extra = run_metadata(meta)
@@ -248,17 +361,36 @@ def quick_sample(run: TraceRun) -> RagSample | None:
         "stages": listed,
         "metadata": metadata,
     }
-    if pairs:
-        fields["retrieved_contexts"] = [text for _, text in dict.fromkeys(pairs)]
-    run.framework_fields(fields, chosen, pairs, names)
+    if contexts is not None:
+        fields["retrieved_contexts"] = contexts
+    run.stage_fields(fields, names, firsts)
     fields["id"] = run.sample_id if run.sample_id is not None else run.default_id()
     if errors:
         metadata["capture_errors"] = errors
-    return _sample(fields)
+    return _sample(fields, checked)
 
 
-def _sample(fields: dict[str, Any]) -> RagSample | None:
-    """A :class:`RagSample` of ``fields`` if each is what the schema accepts unchanged."""
+def _ranking(
+    context: StageRecord | None, firsts: Mapping[int, list[str] | None]
+) -> tuple[list[str] | None, list[str] | None, bool]:
+    """The sample's ``retrieved_ids`` and ``retrieved_contexts`` (``None``: none) as
+    :func:`ragmeter.capture.ranking` of the context makes them, and whether the ids are a
+    listed stage's (checked already): where the context's ids are each once, so is each
+    ``(id, text)`` pair, and they are its ids and texts as they are."""
+    if context is None:
+        return None, None, False
+    first = firsts.get(id(context))
+    whole = context.ids if first is not None else None
+    if first is not None and whole is not None and len(first) == len(whole) == len(context.texts):
+        return list(first), list(context.texts) if whole else None, True
+    ids, pairs = ranking([context])
+    contexts = [text for _, text in dict.fromkeys(pairs)] if pairs else None
+    return ids, contexts, first is not None
+
+
+def _sample(fields: dict[str, Any], ids_checked: bool = False) -> RagSample | None:
+    """A :class:`RagSample` of ``fields`` if each is what the schema accepts unchanged
+    (``ids_checked``: the ids are a listed stage's, checked already)."""
     contexts = fields.get("retrieved_contexts")
     ids = fields["retrieved_ids"]
     if (
@@ -266,12 +398,12 @@ def _sample(fields: dict[str, Any]) -> RagSample | None:
         or not _text(fields["user_input"])
         or not _text(fields["response"])
         or not _text(fields["error"])
-        or (ids is not None and not _texts(ids))
+        or (ids is not None and not ids_checked and not _texts(ids))
         or (contexts is not None and not _texts(contexts))
         or not _millis(fields["latency_ms"])
         or not _count(fields["input_tokens"])
         or not _count(fields["output_tokens"])
-        or not all(key.__class__ is str for key in fields["metadata"])
+        or not _STR.issuperset(map(type, fields["metadata"]))
     ):
         return None
     made: RagSample = _made(RagSample, _SAMPLE_DEFAULTS, fields)
@@ -285,13 +417,25 @@ def _works() -> bool:
     record.done(["d1"], ["x"])
     values = _stage_values(record, "bm25", None, {})
     checked = Stage.model_validate({k: v for k, v in values.items() if k in values["set"]})
+    modelled = _model(
+        values["name"],
+        values["kind"],
+        values["ids"],
+        values["query"],
+        values["inputs"],
+        values["depth"],
+        values["latency_ms"],
+        values["error"],
+        values["same_as"],
+    )
     made = _stage(values)
-    return (
-        made is not None
-        and made == checked
-        and made.model_fields_set == checked.model_fields_set
-        and made.model_dump() == checked.model_dump()
-        and list(made.__dict__) == list(checked.__dict__)
+    return all(
+        model is not None
+        and model == checked
+        and model.model_fields_set == checked.model_fields_set
+        and model.model_dump() == checked.model_dump()
+        and list(model.__dict__) == list(checked.__dict__)
+        for model in (made, modelled)
     )
 
 

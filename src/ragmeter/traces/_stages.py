@@ -16,6 +16,7 @@ from ragmeter.traces._documents import (
     _documents,
     _ids_and_texts,
     _output_documents,
+    all_missing,
 )
 from ragmeter.traces._json import _dotted, _json_object, _text_of
 
@@ -134,7 +135,7 @@ def _finish_stage(
     marked: bool,
     parent: StageRecord | None,
 ) -> None:
-    if output and all(i is None or i == "" for i in output.ids):
+    if output and all_missing(output.ids, output.text_ids):
         fallback = _output_documents(span.attributes)  # LangChain: ids only in output.value
         if fallback is not None and len(fallback) == len(output):
             output = Docs(fallback.ids, output.texts, output.metas)
