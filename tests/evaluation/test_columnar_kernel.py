@@ -65,6 +65,14 @@ def dictionary(ids: list[str], values: list[str]) -> tuple[Any, tuple[Any, Any]]
     return np.array([where[i] for i in ids], dtype=np.int32), strings(values, large=False)
 
 
+def parts(ids: list[str], cuts: list[int]) -> Any:
+    """Strings in one piece (no cuts) or in parts cut at ``cuts`` (some parts empty)."""
+    if not cuts:
+        return strings(ids)
+    bounds = [0, *sorted(min(c, len(ids)) for c in cuts), len(ids)]
+    return [strings(ids[a:b], large=a % 2 == 1) for a, b in itertools.pairwise(bounds)]
+
+
 IDS = ["a", "b", "ab", "", "é", "q1", "q2"]
 
 
@@ -98,7 +106,7 @@ def inputs(draw: st.DrawFn) -> dict[str, Any]:
         "chunks": chunks,
         "query_ids": strings(qids),
         "jstart": np.cumsum([0] + [len(j) for j in judged]).astype(np.int64),
-        "jdocs": strings([d for j in judged for d in j]),
+        "jdocs": parts([d for j in judged for d in j], draw(st.lists(st.integers(0, 16)))),
         "jgrade": np.array(grades, dtype=np.float64),
         "ks": draw(st.sampled_from([[1, 2, 5], [3], [1, 100]])),
         "codes": ALL,

@@ -57,7 +57,8 @@ class ColumnQrels(Mapping[str, Mapping[str, float]]):
         self.ids: list[str] = [str(x) for x in ids.to_pylist()]
         self.starts = starts
         self.docs = docs
-        """The judged doc ids (a ``pyarrow`` ``string`` or ``large_string`` array)."""
+        """The judged doc ids (a ``pyarrow`` ``string`` or ``large_string`` array or chunked
+        array)."""
         self.grades = grades
         """The grades (a numpy array, int64 or float64 as the column was)."""
         self._position: dict[str, int] | None = None
@@ -199,9 +200,7 @@ def _grouped(qcol: Any, dcol: Any, grades: Any) -> ColumnQrels | None:
     exact = repeats_within([strings_of(c) for c in getattr(docs, "chunks", [docs])], heads)
     if exact if exact is not None else may_repeat(docs, heads):
         return None
-    if docs.nbytes >= 2**31 - 1 and not pa.types.is_large_string(docs.type):
-        docs = docs.cast(pa.large_string())  # one array: 32-bit offsets would overflow
-    out.docs = docs.combine_chunks() if hasattr(docs, "combine_chunks") else docs
+    out.docs = docs  # its chunks as they are (the kernel reads them in parts: no copy)
     return out
 
 

@@ -189,7 +189,10 @@ typedef struct {
 
 /* The qrels, checked and prepared once per run: what the capsule of prepare holds. */
 typedef struct {
-    Strings ids, jdocs;
+    Strings ids;
+    Strings *jdocs;   /* the judged doc ids, in parts (the chunks of an Arrow column) */
+    int64_t *jfirst;  /* the first judgement of each part, and then their count */
+    Py_ssize_t jparts;
     Py_buffer jstart, jgrade;
     int64_t nq, nj, most; /* most: the largest judgement count of a query (at least 1) */
     QueryTable table;
@@ -252,10 +255,24 @@ score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
     Tally *t = &c->t;
     tally_start(t, c->o.nk);
     int64_t found = 0;
-    const Strings *jdocs = &c->qr->jdocs;
+    const Qrels *qr = c->qr;
+    Py_ssize_t part = 0, lo = 0, hi = qr->jparts - 1; /* the part of the first judgement */
+    while (lo <= hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (qr->jfirst[mid] <= c->jstart[q]) {
+            part = mid;
+            lo = mid + 1;
+        }
+        else {
+            hi = mid - 1;
+        }
+    }
     for (int64_t j = c->jstart[q]; j < c->jstart[q + 1]; j++) {
+        while (j >= qr->jfirst[part + 1]) {
+            part++;
+        }
         int64_t len;
-        const char *id = str_at(jdocs, j, &len);
+        const char *id = str_at(&qr->jdocs[part], j - qr->jfirst[part], &len);
         /* r: the 1-based rank, 0 when not retrieved */
         int64_t r = m ? c->docs.slots[probe(&c->docs, e, id, len, hash_bytes(id, len))] : 0;
         found += r != 0;
@@ -413,11 +430,38 @@ query_table(QueryTable *t, const Strings *ids)
     return 0;
 }
 
+/* The judged docs: one strings value, or a list of them (parts, in order). */
+static int
+get_parts(PyObject *obj, Qrels *qr)
+{
+    int listed = PyList_Check(obj);
+    Py_ssize_t n = listed ? PyList_GET_SIZE(obj) : 1;
+    qr->jdocs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Strings));
+    qr->jfirst = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
+    if (qr->jdocs == NULL || qr->jfirst == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    qr->jparts = n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (get_strings(listed ? PyList_GET_ITEM(obj, k) : obj, &qr->jdocs[k], "judged docs") <
+            0) {
+            return -1;
+        }
+        qr->jfirst[k + 1] = qr->jfirst[k] + qr->jdocs[k].n;
+    }
+    return 0;
+}
+
 static void
 free_qrels(Qrels *qr)
 {
     release_strings(&qr->ids);
-    release_strings(&qr->jdocs);
+    for (Py_ssize_t k = 0; qr->jdocs != NULL && k < qr->jparts; k++) {
+        release_strings(&qr->jdocs[k]);
+    }
+    PyMem_Free(qr->jdocs);
+    PyMem_Free(qr->jfirst);
     release(&qr->jstart);
     release(&qr->jgrade);
     PyMem_Free(qr->table.slots);
@@ -445,12 +489,11 @@ prepare(PyObject *Py_UNUSED(module), PyObject *args)
     if (qr == NULL) {
         return PyErr_NoMemory();
     }
-    if (get_strings(qids_obj, &qr->ids, "query_ids") < 0 ||
-        get_strings(jdocs_obj, &qr->jdocs, "judged docs") < 0) {
+    if (get_strings(qids_obj, &qr->ids, "query_ids") < 0 || get_parts(jdocs_obj, qr) < 0) {
         goto fail;
     }
     qr->nq = qr->ids.n;
-    qr->nj = qr->jdocs.n;
+    qr->nj = qr->jfirst[qr->jparts];
     if (get_array(jstart_obj, 8, &qr->jstart, qr->nq + 1, "jstart", 0) < 0 ||
         get_array(jgrade_obj, 8, &qr->jgrade, qr->nj, "jgrade", 0) < 0) {
         goto fail;
@@ -998,7 +1041,8 @@ PyDoc_STRVAR(score_columns_doc,
 PyDoc_STRVAR(prepare_doc,
              "prepare(query_ids, jstart, jdocs, jgrade)\n--\n\n"
              "The qrels checked and their query ids hashed, once per run: the object "
-             "score_columns takes (it keeps the buffers it was given).");
+             "score_columns takes (it keeps the buffers it was given). jdocs is one (offsets, "
+             "data) or a list of them, the chunks of one column.");
 
 PyDoc_STRVAR(repeats_within_doc,
              "repeats_within(parts, heads)\n--\n\n"

@@ -14,6 +14,9 @@ def score_columns(
     found: Any,
 ) -> int: ...
 def prepare(
-    query_ids: tuple[Any, Any], jstart: Any, jdocs: tuple[Any, Any], jgrade: Any
+    query_ids: tuple[Any, Any],
+    jstart: Any,
+    jdocs: tuple[Any, Any] | list[tuple[Any, Any]],
+    jgrade: Any,
 ) -> Any: ...
 def repeats_within(parts: list[tuple[Any, Any]], heads: Any) -> bool: ...

@@ -11,9 +11,9 @@ The run is a list of chunks ``(query_ids, doc_ids, scores)`` of one length: the 
 strings value, the scores a float64 array (finite), and the query ids a strings value or a
 dictionary ``(indices, strings)``, int32 indices into a strings value (an Arrow dictionary
 array's buffers, as Parquet query ids are read). ``query_ids`` (strings) are the qrels'
-queries in qrels order; query ``q`` judges ``jdocs[jstart[q]:jstart[q + 1]]`` (strings) with
-the grades ``jgrade`` (float64, finite, ``|grade| <= 2**53``). Rows of a query that is not in
-the qrels are ignored.
+queries in qrels order; query ``q`` judges ``jdocs[jstart[q]:jstart[q + 1]]`` (a strings
+value, or a list of them: the chunks of one column) with the grades ``jgrade`` (float64,
+finite, ``|grade| <= 2**53``). Rows of a query that is not in the qrels are ignored.
 
 Given ``out`` (from :func:`outputs`), a call fills it in place, so a run can be scored in
 parts, provided each query's rows are all in one part (else :class:`SplitQueryError`);
@@ -146,7 +146,7 @@ def py_score_columns(
     chunks: Sequence[tuple[Strings, Strings, F64]],
     query_ids: Strings,
     jstart: I64,
-    jdocs: Strings,
+    jdocs: Strings | list[Strings],
     jgrade: F64,
     ks: Sequence[int],
     codes: Sequence[int],
@@ -162,7 +162,7 @@ def py_score_columns(
     """
     ids = _decoded(query_ids)
     position = {qid: i for i, qid in enumerate(ids)}
-    judged = _decoded(jdocs)
+    judged = [d for part in (jdocs if isinstance(jdocs, list) else [jdocs]) for d in _decoded(part)]
     out = out if out is not None else outputs(len(ids), _n_values(ks, codes))
     rows: dict[int, list[tuple[float, str]]] = {}
     first_row: dict[int, int] = {}
@@ -211,7 +211,7 @@ def _load_c() -> ScoreColumns | None:
         chunks: Sequence[tuple[Strings, Strings, F64]],
         query_ids: Strings,
         jstart: I64,
-        jdocs: Strings,
+        jdocs: Strings | list[Strings],
         jgrade: F64,
         ks: Sequence[int],
         codes: Sequence[int],
@@ -246,7 +246,7 @@ c_score_columns: ScoreColumns | None = _load_c()
 ``RAGMETER_PURE_PYTHON`` is set, so tests can compare the two)."""
 
 
-def _prepare(query_ids: Strings, jstart: I64, jdocs: Strings, jgrade: F64) -> Any:
+def _prepare(query_ids: Strings, jstart: I64, jdocs: Strings | list[Strings], jgrade: F64) -> Any:
     from ragmeter.metrics import _ccolumns
 
     return _ccolumns.prepare(
@@ -257,7 +257,9 @@ def _prepare(query_ids: Strings, jstart: I64, jdocs: Strings, jgrade: F64) -> An
     )
 
 
-def query_table(query_ids: Strings, jstart: I64, jdocs: Strings, jgrade: F64) -> Any:
+def query_table(
+    query_ids: Strings, jstart: I64, jdocs: Strings | list[Strings], jgrade: F64
+) -> Any:
     """The qrels as the compiled backend reads them (``None`` without it): checked, their
     query ids in a hash table; pass it as ``table`` to every call that scores a part of one
     run with these qrels, so they are prepared once, not per part."""
