@@ -9,8 +9,9 @@ words of :func:`ragmeter.io.arrow.run_from_arrow`.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -29,10 +30,10 @@ __all__ = [
     "as_strings",
     "as_table",
     "check_parquet",
+    "in_order",
     "is_path",
     "parquet_batches",
     "query_strings",
-    "read_ahead",
     "run_columns",
 ]
 
@@ -66,62 +67,85 @@ def parquet_batches(
 
     Arrow decodes a whole row group (``read_row_group``) at less CPU than record batches cut
     across row groups (a sixth, for row groups of 100k rows); row groups much bigger than
-    ``READ_ROWS`` are read in batches, so memory stays bounded. Each row group is decoded in a
-    worker thread while the caller uses the one before it (:func:`read_ahead`: Arrow decodes
-    without the GIL, so on two cores the decoding and the scoring overlap; memory holds one
-    row group more). Not memory-mapped: the pages read would count in the resident set until
-    the file is closed. One thread per row group: Arrow's threaded decoding of string pages
-    costs more CPU. ``ParquetFile``, not ``read_table`` (which imports ``pyarrow.dataset``,
-    and pandas with it).
+    ``READ_ROWS`` are read in batches, in this thread, so memory stays bounded. The others are
+    decoded by :data:`READERS` worker threads, each with its own ``ParquetFile``, a row group
+    each, while the caller uses the ones before (:func:`in_order`): Arrow decodes without the
+    GIL, so on two cores decoding and scoring overlap, and memory holds a few row groups more.
+    One thread per row group: Arrow's threaded decoding of a row group's string pages costs
+    more CPU. Not memory-mapped: the pages read would count in the resident set until the file
+    is closed. ``ParquetFile``, not ``read_table`` (which imports ``pyarrow.dataset``, and
+    pandas with it).
     """
+    import threading
+    from functools import partial
+
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as probe:
-        dictionary = [ids] if ids is not None and _dictionary_pages(probe.metadata, ids) else None
+        meta = probe.metadata
+        dictionary = [ids] if ids is not None and _dictionary_pages(meta, ids) else None
+    files: list[Any] = []  # every ParquetFile opened, closed at the end
+    local = threading.local()
 
-    def groups() -> Iterator[Any]:
-        with pq.ParquetFile(path, read_dictionary=dictionary) as parquet:
-            meta = parquet.metadata
-            for group in range(meta.num_row_groups):
-                if meta.row_group(group).num_rows <= 4 * READ_ROWS:
-                    yield parquet.read_row_group(group, columns=columns, use_threads=False)
-                else:
-                    yield from parquet.iter_batches(
-                        batch_size=READ_ROWS,
-                        row_groups=[group],
-                        columns=columns,
-                        use_threads=False,
-                    )
+    def opened() -> Any:
+        parquet = getattr(local, "parquet", None)
+        if parquet is None:
+            parquet = local.parquet = pq.ParquetFile(path, read_dictionary=dictionary)
+            files.append(parquet)
+        return parquet
 
-    for part in read_ahead(groups()):
-        yield from part.to_batches() if hasattr(part, "to_batches") else [part]
+    def read_group(group: int) -> Any:
+        return opened().read_row_group(group, columns=columns, use_threads=False)
 
+    def big(group: int) -> bool:
+        return bool(meta.row_group(group).num_rows > 4 * READ_ROWS)
 
-_END = object()
-
-
-def read_ahead(items: Iterator[T]) -> Iterator[T]:
-    """``items``, each made in a worker thread while the caller uses the one before it.
-
-    The worker advances ``items`` one step at a time (never two at once); an exception raised
-    there is raised here, at the item it would have made. Closing this generator early waits
-    for the step under way, then drops the rest.
-
-    >>> list(read_ahead(iter(range(3))))
-    [0, 1, 2]
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
+    reader: Any = None
     try:
-        with ThreadPoolExecutor(1, thread_name_prefix="ragmeter-read") as pool:
-            pending = pool.submit(next, items, _END)
-            while (item := pending.result()) is not _END:
-                pending = pool.submit(next, items, _END)
-                yield item  # type: ignore[misc]
-    finally:  # the worker is done: a generator's own cleanup (a file it opened) runs here
-        close = getattr(items, "close", None)
-        if close is not None:
-            close()
+        for large, run in itertools.groupby(range(meta.num_row_groups), key=big):
+            if large:
+                for group in run:
+                    yield from opened().iter_batches(
+                        batch_size=READ_ROWS, row_groups=[group], columns=columns,
+                        use_threads=False,
+                    )  # fmt: skip
+                continue
+            reader = in_order([partial(read_group, g) for g in run], READERS)
+            for table in reader:
+                yield from table.to_batches()
+    finally:
+        if reader is not None:
+            reader.close()  # waits for the workers
+        for parquet in files:
+            parquet.close()
+
+
+READERS = 2
+"""Row groups decoded at once, ahead of the caller (worker threads)."""
+
+
+def in_order(tasks: list[Callable[[], T]], workers: int) -> Iterator[T]:
+    """The results of ``tasks`` in their order, up to ``workers`` of them computed at once in
+    worker threads, ahead of the caller. A task's exception is raised here, at its result;
+    closing this generator early waits for the tasks under way and drops the rest.
+
+    >>> list(in_order([lambda: 1, lambda: 2, lambda: 3], 2))
+    [1, 2, 3]
+    """
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    todo = iter(tasks)
+    with ThreadPoolExecutor(workers, thread_name_prefix="ragmeter-read") as pool:
+        running: deque[Future[T]] = deque(pool.submit(t) for t in itertools.islice(todo, workers))
+        try:
+            while running:
+                result = running.popleft().result()
+                running.extend(pool.submit(t) for t in itertools.islice(todo, 1))
+                yield result
+        finally:
+            for future in running:
+                future.cancel()
 
 
 def _dictionary_pages(meta: Any, column: str) -> bool:

@@ -1,4 +1,4 @@
-"""A Parquet run scored block by block: memory bounded by one block, not by the file.
+"""A Parquet run scored block by block: memory bounded by a few blocks, not by the file.
 
 :func:`stream_scores` reads a run file a row group at a time
 (:func:`~ragmeter.evaluation._columns_in.parquet_batches`), gathers about :data:`BATCH_ROWS`
