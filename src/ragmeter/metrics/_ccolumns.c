@@ -647,8 +647,38 @@ push(Segments *s, Segment seg)
     return 0;
 }
 
+/* Each dictionary entry's qrels position (-1: not judged) into map, looked up a block at a
+ * time: the table slots, then the ids they hold, fetched ahead (a million queries' table does
+ * not fit in a cache: one lookup alone would wait for memory twice). */
+static void
+look_up_all(const Strings *dict, const QueryTable *t, int64_t *map)
+{
+    enum { BLOCK = 64 };
+    uint64_t h[BLOCK];
+    for (int64_t lo = 0; lo < dict->n; lo += BLOCK) {
+        int64_t n = dict->n - lo < BLOCK ? dict->n - lo : BLOCK, len;
+        for (int64_t i = 0; i < n; i++) {
+            const char *id = str_at(dict, lo + i, &len);
+            h[i] = hash_bytes(id, len);
+            __builtin_prefetch(&t->slots[h[i] & (uint64_t)t->mask]);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            int64_t x = t->slots[h[i] & (uint64_t)t->mask];
+            if (x) {
+                __builtin_prefetch((const char *)t->ids->offsets.buf +
+                                   (x - 1) * t->ids->offsets.itemsize);
+            }
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const char *id = str_at(dict, lo + i, &len);
+            map[lo + i] = find_query(t, id, len);
+        }
+    }
+}
+
 /* The segments of a chunk whose query ids are a dictionary's indices: an index is looked up
- * once (map: its qrels position, -1 not judged, -2 not looked up yet). */
+ * once (map: its qrels position, -1 not judged, -2 not looked up yet; all at once when the
+ * dictionary is no longer than the chunk, else on first use). */
 static int
 dictionary_segments(const Chunk *ch, const QueryTable *t, int64_t k, int64_t row, Segments *s)
 {
@@ -656,8 +686,13 @@ dictionary_segments(const Chunk *ch, const QueryTable *t, int64_t k, int64_t row
     if (map == NULL) {
         return -1;
     }
-    for (int64_t i = 0; i < ch->q.n; i++) {
-        map[i] = -2;
+    if (ch->q.n <= ch->n) {
+        look_up_all(&ch->q, t, map);
+    }
+    else {
+        for (int64_t i = 0; i < ch->q.n; i++) {
+            map[i] = -2;
+        }
     }
     const int32_t *x = ch->idx.buf;
     int32_t prev = -1;
