@@ -6,7 +6,8 @@ then each library scores NDCG@10, recall@100, P@10, MRR and MAP **from those fil
 its fastest input path, in a fresh process (so its peak resident set size is its own):
 
 * ``ragmeter columns``: ``evaluate_run_columns(qrels.parquet, run.parquet, per_query=False)``
-  (the id columns read as Arrow dictionaries, one compiled call over the integer columns);
+  (the query ids read as Arrow dictionaries, the doc ids as Arrow strings, scored by the
+  compiled columnar kernel a block of row groups at a time);
 * ``ragmeter dicts``: ``run_from_arrow``/``qrels_from_arrow`` then ``evaluate_run`` (the dict
   path, for comparison);
 * ``ranx``: ``Qrels.from_parquet``/``Run.from_parquet`` (pandas, then its numba typed dicts)
@@ -19,10 +20,13 @@ its fastest input path, in a fresh process (so its peak resident set size is its
   pytrec_eval underneath).
 
 Times are CPU seconds of the child process (``time.process_time``, so other work on a shared
-machine barely counts), best of ``--repeat`` runs, split into ``load_s`` (file to the
-library's structures) and ``score_s``, and into ``user_s`` and ``sys_s`` (``getrusage``, the
-same section: on a shared virtual machine the system time of first touching fresh pages varies
-several-fold between runs, the user time little); ``peak_mb`` is the child's peak RSS
+machine barely counts; every thread's time counts), best of ``--repeat`` runs, split into
+``load_s`` (file to the library's structures) and ``score_s``, and into ``user_s`` and
+``sys_s`` (``getrusage``, the same section: on a shared virtual machine the system time of
+first touching fresh pages varies several-fold between runs, the user time little);
+``wall_s`` is the same section's elapsed time (what the user waits for: ragmeter decodes the
+next row group in a second thread while it scores one; it depends on the machine's other
+work, so compare it only between runs side by side); ``peak_mb`` is the child's peak RSS
 (``ru_maxrss``) minus its RSS after imports. The means of every library are checked against
 ragmeter's before anything is written. Results go to ``benchmarks/results/columnar.json``.
 
@@ -153,8 +157,9 @@ _MARK: list[Any] = []
 
 
 def _mark() -> float:
-    """Start the timed section: :func:`_cpu`, and the usage for ``user_s``/``sys_s``."""
-    _MARK[:] = [resource.getrusage(resource.RUSAGE_SELF)]
+    """Start the timed section: :func:`_cpu`, and the usage for ``user_s``/``sys_s`` and the
+    clock for ``wall_s``."""
+    _MARK[:] = [resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()]
     return _cpu()
 
 
@@ -306,6 +311,7 @@ def child(library: str, run: str, qrels: str) -> None:
 
     base = _rss_mb()
     out = RUNNERS[library](Path(run), Path(qrels))
+    out["wall_s"] = time.perf_counter() - _MARK[1]
     after = resource.getrusage(resource.RUSAGE_SELF)
     out["peak_mb"] = after.ru_maxrss / 1024 - base
     # user and system CPU of the timed section: on a shared virtual machine the system part
@@ -381,7 +387,8 @@ def main() -> None:
                         f"  compile {best['compile_s']:.2f} s" if "compile_s" in best else ""
                     )
                     print(f"  {library:17} load {best['load_s']:8.2f} s  score "
-                          f"{best['score_s']:8.2f} s  peak {best['peak_mb']:7.0f} MB  "
+                          f"{best['score_s']:8.2f} s  wall {best['wall_s']:8.2f} s  "
+                          f"peak {best['peak_mb']:7.0f} MB  "
                           f"{row['per_query_us']:7.1f} us/query{compile_s}"
                           f"{'' if agree else '  MEANS DIFFER'}", flush=True)  # fmt: skip
                 else:

@@ -11,6 +11,7 @@ convention must be the same float, bit for bit. Each test runs with both columna
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -414,7 +415,14 @@ def test_qrels_tables_are_read_as_qrels_from_arrow_reads_them(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=FIXTURE)
-@given(qrels=qrels_st, rows=runs(), grouped=st.booleans(), batch=st.integers(1, 7))
+@given(
+    qrels=qrels_st,
+    rows=runs(),
+    grouped=st.booleans(),
+    batch=st.integers(1, 7),
+    dictionary=st.booleans(),
+    readers=st.integers(1, 3),
+)
 def test_a_parquet_run_read_a_batch_at_a_time_scores_the_same(
     backend: str,
     tmp_path_factory: pytest.TempPathFactory,
@@ -423,12 +431,18 @@ def test_a_parquet_run_read_a_batch_at_a_time_scores_the_same(
     rows: list[Any],
     grouped: bool,
     batch: int,
+    dictionary: bool,
+    readers: int,
 ) -> None:
-    """Queries cut across batches, or not grouped at all (then the file is read whole)."""
+    """Queries cut across batches, or not grouped at all (then the file is read whole); query
+    ids read as Arrow dictionaries (one per row group) or strings; row groups decoded by one
+    or more threads, or (bigger than 4 x READ_ROWS) in parts by the caller."""
     from ragmeter.evaluation import _columns_in, _columns_stream
 
     monkeypatch.setattr(_columns_stream, "BATCH_ROWS", batch)
     monkeypatch.setattr(_columns_in, "READ_ROWS", max(1, batch // 2))  # row groups of 5 in parts
+    monkeypatch.setattr(_columns_in, "READERS", readers)
+    monkeypatch.setattr(_columns_in, "_dictionary_pages", lambda meta, column: dictionary)
     if grouped:
         rows = sorted(rows, key=lambda r: r[0])
     path = tmp_path_factory.mktemp("runs") / "run.parquet"
@@ -463,3 +477,26 @@ def test_a_streamed_run_names_bad_rows_by_their_place_in_the_file(
     assert outcome(evaluate_run_columns, {"q1": {"a": 1}}, empty) == outcome(
         reference, {"q1": {"a": 1}}, table([])
     )
+
+
+def test_row_groups_decoded_ahead_come_in_order_and_a_failure_stops_the_rest() -> None:
+    from ragmeter.evaluation._columns_in import in_order
+
+    started: list[int] = []
+
+    def task(i: int) -> Any:
+        def run() -> int:
+            started.append(i)
+            if i == 3:
+                raise ValueError("task 3 failed")
+            time.sleep(0.002 * (i % 3))  # later tasks may finish first
+            return i
+
+        return run
+
+    got = []
+    with pytest.raises(ValueError, match="task 3 failed"):
+        for value in in_order([task(i) for i in range(10)], 2):
+            got.append(value)
+    assert got == [0, 1, 2]
+    assert max(started) <= 4  # never more than two tasks ahead of the caller

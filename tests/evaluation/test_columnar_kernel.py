@@ -8,6 +8,7 @@ runs (the reference itself is checked against ``evaluate_run`` in ``test_columna
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -58,6 +59,20 @@ def test_backend_follows_the_environment() -> None:
     assert forced.stdout.split() == ["python"]
 
 
+def dictionary(ids: list[str], values: list[str]) -> tuple[Any, tuple[Any, Any]]:
+    """Query ids as a dictionary: int32 indices into ``values`` (which may hold more)."""
+    where = {v: i for i, v in enumerate(values)}
+    return np.array([where[i] for i in ids], dtype=np.int32), strings(values, large=False)
+
+
+def parts(ids: list[str], cuts: list[int]) -> Any:
+    """Strings in one piece (no cuts) or in parts cut at ``cuts`` (some parts empty)."""
+    if not cuts:
+        return strings(ids)
+    bounds = [0, *sorted(min(c, len(ids)) for c in cuts), len(ids)]
+    return [strings(ids[a:b], large=a % 2 == 1) for a, b in itertools.pairwise(bounds)]
+
+
 IDS = ["a", "b", "ab", "", "é", "q1", "q2"]
 
 
@@ -74,9 +89,12 @@ def inputs(draw: st.DrawFn) -> dict[str, Any]:
     for lo, hi in zip([0, *cuts], [*cuts, n], strict=True):
         part = rows[lo:hi]
         large = draw(st.booleans())
+        queries = [q for q, _, _ in part]
         chunks.append(
             (
-                strings([q for q, _, _ in part], large=large),
+                dictionary(queries, draw(st.permutations(IDS)))
+                if draw(st.booleans())
+                else strings(queries, large=large),
                 strings([d for _, d, _ in part], large=large),
                 np.array([s for _, _, s in part], dtype=np.float64),
             )
@@ -88,7 +106,7 @@ def inputs(draw: st.DrawFn) -> dict[str, Any]:
         "chunks": chunks,
         "query_ids": strings(qids),
         "jstart": np.cumsum([0] + [len(j) for j in judged]).astype(np.int64),
-        "jdocs": strings([d for j in judged for d in j]),
+        "jdocs": parts([d for j in judged for d in j], draw(st.lists(st.integers(0, 16)))),
         "jgrade": np.array(grades, dtype=np.float64),
         "ks": draw(st.sampled_from([[1, 2, 5], [3], [1, 100]])),
         "codes": ALL,
@@ -114,59 +132,67 @@ def test_compiled_and_python_agree_bit_for_bit(args: dict[str, Any]) -> None:
 def test_malformed_buffers_are_refused() -> None:
     from ragmeter.metrics import _ccolumns
 
-    good = {
-        "chunks": [(strings(["q"]), strings(["a"]), np.array([1.0]))],
+    qrels = {
         "query_ids": strings(["q"]),
         "jstart": np.array([0, 1], dtype=np.int64),
         "jdocs": strings(["a"]),
         "jgrade": np.array([1.0]),
+    }
+    good = {
+        "chunks": [(strings(["q"]), strings(["a"]), np.array([1.0]))],
         "ks": np.array([1, 2], dtype=np.int64),
         "codes": np.array(ALL, dtype=np.int64),
         "level": None,
     }
 
+    def prepare(**changes: Any) -> Any:
+        return _ccolumns.prepare(*{**qrels, **changes}.values())
+
     def call(**changes: Any) -> int:
         args = {**good, **changes}
-        nq = len(args["jstart"]) - 1
         n_values = 2 * len(ALL) + 2  # 2 cut-offs per code, and uncut mrr and map
         return _ccolumns.score_columns(
-            *args.values(),
-            np.zeros(nq * n_values),
-            np.zeros(nq, np.int8),
-            np.zeros(nq, np.int64),
-            np.zeros(nq, np.int64),
-        )
+            args["chunks"], prepare(), args["ks"], args["codes"], args["level"],
+            np.zeros(n_values), np.zeros(1, np.int8), np.zeros(1, np.int64), np.zeros(1, np.int64),
+        )  # fmt: skip
 
     assert call() == -1
     past_end = (np.array([0, 5], dtype=np.int64), b"a")
     with pytest.raises(ValueError, match="offsets beyond the data"):
-        call(jdocs=past_end)
+        prepare(jdocs=past_end)
     with pytest.raises(ValueError, match="offsets beyond the data"):
         call(chunks=[(strings(["q"]), past_end, np.array([1.0]))])
     with pytest.raises(ValueError, match="offsets decrease"):
-        call(query_ids=(np.array([0, 1, 0], dtype=np.int64), b"ab"))
+        prepare(query_ids=(np.array([0, 1, 0], dtype=np.int64), b"ab"))
     with pytest.raises(ValueError, match="int32 or int64"):
-        call(query_ids=(np.array([0, 1], dtype=np.int16), b"q"))
+        prepare(query_ids=(np.array([0, 1], dtype=np.int16), b"q"))
     with pytest.raises(ValueError, match="scores"):
         call(chunks=[(strings(["q"]), strings(["a"]), np.array([1.0, 2.0]))])
     with pytest.raises(ValueError, match="differ in length"):
         call(chunks=[(strings(["q"]), strings(["a", "b"]), np.array([1.0]))])
+    with pytest.raises(ValueError, match="beyond the dictionary"):
+        call(chunks=[((np.array([1], np.int32), strings(["q"])), strings(["a"]), np.ones(1))])
+    with pytest.raises(ValueError, match="int32"):
+        call(chunks=[((np.array([0], np.int64), strings(["q"])), strings(["a"]), np.ones(1))])
     with pytest.raises(ValueError, match="jstart"):
-        call(jstart=np.array([0, 2], dtype=np.int64))
+        prepare(jstart=np.array([0, 2], dtype=np.int64))
     with pytest.raises(ValueError, match="ascending"):
         call(ks=np.array([2, 1], dtype=np.int64))
     with pytest.raises(ValueError, match="unknown metric code"):
         call(codes=np.array([9], dtype=np.int64))
     with pytest.raises(ValueError, match="query ids repeat"):
-        call(query_ids=strings(["q", "q"]), jstart=np.array([0, 1, 1], dtype=np.int64))
+        prepare(query_ids=strings(["q", "q"]), jstart=np.array([0, 1, 1], dtype=np.int64))
     with pytest.raises(TypeError):
         call(chunks="not a list")
+    with pytest.raises(TypeError, match="prepare"):
+        _ccolumns.score_columns(
+            good["chunks"], bytearray(8), good["ks"], good["codes"], None,
+            np.zeros(16), np.zeros(1, np.int8), np.zeros(1, np.int64), np.zeros(1, np.int64),
+        )  # fmt: skip
 
 
 @needs_c
-def test_a_query_table_built_once_scores_the_same_and_a_wrong_one_is_refused() -> None:
-    from ragmeter.metrics import _ccolumns
-
+def test_qrels_prepared_once_score_the_same() -> None:
     args = {
         "chunks": [(strings(["q", "r", "q"]), strings(["a", "a", "b"]), np.array([1.0, 2, 3]))],
         "query_ids": strings(["r", "q"]),
@@ -178,14 +204,23 @@ def test_a_query_table_built_once_scores_the_same_and_a_wrong_one_is_refused() -
         "level": None,
     }
     assert C is not None
-    plain, given = C(**args), C(**args, table=columns.query_table(args["query_ids"]))
+    table = columns.query_table(*(args[k] for k in ("query_ids", "jstart", "jdocs", "jgrade")))
+    plain, given = C(**args), C(**args, table=table)
     assert plain.values.tobytes() == given.values.tobytes()
     assert plain.status.tolist() == given.status.tolist() == [1, 1]
-    for wrong in (bytearray(8), np.full(16, 7, dtype=np.int64)):  # too small; beyond the ids
-        with pytest.raises(ValueError, match="not a table from query_slots"):
-            _ccolumns.score_columns(
-                args["chunks"], args["query_ids"], args["jstart"], args["jdocs"],
-                args["jgrade"], np.array([1], np.int64), np.array([1], np.int64), None,
-                np.zeros(2), np.zeros(2, np.int8), np.zeros(2, np.int64), np.zeros(2, np.int64),
-                wrong,
-            )  # fmt: skip
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.sampled_from(IDS), max_size=30),
+    cuts=st.lists(st.integers(0, 30), max_size=4),
+    heads=st.sets(st.integers(1, 29), max_size=6),
+)
+def test_repeats_within_blocks_is_exact(rows: list[str], cuts: list[int], heads: set[int]) -> None:
+    starts = np.array([0, *sorted(h for h in heads if h < len(rows))], dtype=np.int64)
+    bounds = [0, *sorted(min(c, len(rows)) for c in cuts), len(rows)]
+    parts = [strings(rows[a:b], large=a % 2 == 0) for a, b in itertools.pairwise(bounds)]
+    blocks = [rows[a:b] for a, b in itertools.pairwise([*starts.tolist(), len(rows)])]
+    expected = any(len(set(b)) < len(b) for b in blocks)
+    assert columns.repeats_within(parts, starts if rows else starts[:0]) is expected

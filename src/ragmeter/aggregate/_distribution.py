@@ -142,11 +142,12 @@ class Distribution:
             raise ValueError(f"a Distribution holds finite floats only, got {bad!r}")
         self.add_trusted(block)
 
-    def add_trusted(self, block: list[float]) -> None:
-        """:meth:`add` without the check (the caller guarantees finite floats)."""
+    def add_trusted(self, block: list[float] | np.ndarray[Any, np.dtype[np.float64]]) -> None:
+        """:meth:`add` without the check (the caller guarantees finite floats); a float64
+        array is taken as it is (no Python float per value)."""
         import numpy as np
 
-        if not block:
+        if len(block) == 0:
             return
         self.count += len(block)
         counts = self._counts

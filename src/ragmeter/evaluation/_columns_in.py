@@ -9,11 +9,12 @@ words of :func:`ragmeter.io.arrow.run_from_arrow`.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,14 +22,18 @@ import numpy.typing as npt
 from ragmeter.errors import InvalidInputError
 from ragmeter.io.scores import require_pyarrow
 
+T = TypeVar("T")
+
 __all__ = [
     "RunColumns",
     "RunRows",
     "as_strings",
     "as_table",
     "check_parquet",
+    "in_order",
     "is_path",
     "parquet_batches",
+    "query_strings",
     "run_columns",
 ]
 
@@ -62,25 +67,85 @@ def parquet_batches(
 
     Arrow decodes a whole row group (``read_row_group``) at less CPU than record batches cut
     across row groups (a sixth, for row groups of 100k rows); row groups much bigger than
-    ``READ_ROWS`` are read in batches, so memory stays bounded. Not memory-mapped: the pages
-    read would count in the resident set until the file is closed. One thread: Arrow's
-    threaded decoding of string pages costs more CPU. ``ParquetFile``, not ``read_table``
-    (which imports ``pyarrow.dataset``, and pandas with it).
+    ``READ_ROWS`` are read in batches, in this thread, so memory stays bounded. The others are
+    decoded by :data:`READERS` worker threads, each with its own ``ParquetFile``, a row group
+    each, while the caller uses the ones before (:func:`in_order`): Arrow decodes without the
+    GIL, so on two cores decoding and scoring overlap, and memory holds a few row groups more.
+    One thread per row group: Arrow's threaded decoding of a row group's string pages costs
+    more CPU. Not memory-mapped: the pages read would count in the resident set until the file
+    is closed. ``ParquetFile``, not ``read_table`` (which imports ``pyarrow.dataset``, and
+    pandas with it).
     """
+    import threading
+    from functools import partial
+
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as probe:
-        dictionary = [ids] if ids is not None and _dictionary_pages(probe.metadata, ids) else None
-    with pq.ParquetFile(path, read_dictionary=dictionary) as parquet:
-        meta = parquet.metadata
-        for group in range(meta.num_row_groups):
-            if meta.row_group(group).num_rows <= 4 * READ_ROWS:
-                table = parquet.read_row_group(group, columns=columns, use_threads=False)
+        meta = probe.metadata
+        dictionary = [ids] if ids is not None and _dictionary_pages(meta, ids) else None
+    files: list[Any] = []  # every ParquetFile opened, closed at the end
+    local = threading.local()
+
+    def opened() -> Any:
+        parquet = getattr(local, "parquet", None)
+        if parquet is None:
+            parquet = local.parquet = pq.ParquetFile(path, read_dictionary=dictionary)
+            files.append(parquet)
+        return parquet
+
+    def read_group(group: int) -> Any:
+        return opened().read_row_group(group, columns=columns, use_threads=False)
+
+    def big(group: int) -> bool:
+        return bool(meta.row_group(group).num_rows > 4 * READ_ROWS)
+
+    reader: Any = None
+    try:
+        for large, run in itertools.groupby(range(meta.num_row_groups), key=big):
+            if large:
+                for group in run:
+                    yield from opened().iter_batches(
+                        batch_size=READ_ROWS, row_groups=[group], columns=columns,
+                        use_threads=False,
+                    )  # fmt: skip
+                continue
+            reader = in_order([partial(read_group, g) for g in run], READERS)
+            for table in reader:
                 yield from table.to_batches()
-            else:
-                yield from parquet.iter_batches(
-                    batch_size=READ_ROWS, row_groups=[group], columns=columns, use_threads=False
-                )
+    finally:
+        if reader is not None:
+            reader.close()  # waits for the workers
+        for parquet in files:
+            parquet.close()
+
+
+READERS = 2
+"""Row groups decoded at once, ahead of the caller (worker threads)."""
+
+
+def in_order(tasks: list[Callable[[], T]], workers: int) -> Iterator[T]:
+    """The results of ``tasks`` in their order, up to ``workers`` of them computed at once in
+    worker threads, ahead of the caller. A task's exception is raised here, at its result;
+    closing this generator early waits for the tasks under way and drops the rest.
+
+    >>> list(in_order([lambda: 1, lambda: 2, lambda: 3], 2))
+    [1, 2, 3]
+    """
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    todo = iter(tasks)
+    with ThreadPoolExecutor(workers, thread_name_prefix="ragmeter-read") as pool:
+        running: deque[Future[T]] = deque(pool.submit(t) for t in itertools.islice(todo, workers))
+        try:
+            while running:
+                result = running.popleft().result()
+                running.extend(pool.submit(t) for t in itertools.islice(todo, 1))
+                yield result
+        finally:
+            for future in running:
+                future.cancel()
 
 
 def _dictionary_pages(meta: Any, column: str) -> bool:
@@ -172,19 +237,47 @@ def strings_of(array: Any) -> Strings:
     )
 
 
+def _queries_of(array: Any) -> Any:
+    """A query id array's buffers: strings, or ``(int32 indices, strings)`` of a dictionary."""
+    pa = require_pyarrow()
+    if not pa.types.is_dictionary(array.type):
+        return strings_of(array)
+    indices = array.indices.to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(indices, dtype=np.int32), strings_of(array.dictionary)
+
+
+def query_strings(column: Any) -> Any:
+    """A query id column as :func:`as_strings` makes it, but a dictionary of strings kept as
+    it is (its indices are what the kernel reads: no string per row)."""
+    pa = require_pyarrow()
+    kind = column.type
+    if (
+        pa.types.is_dictionary(kind)
+        and (pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type))
+        and all(
+            c.dictionary.null_count == 0 and len(c.dictionary) < 2**31
+            for c in getattr(column, "chunks", [column])
+        )
+    ):
+        return column
+    return as_strings(column)
+
+
 @dataclass
 class RunColumns:
     """A run as Arrow columns, chunk by chunk: query ids, doc ids (strings) and scores."""
 
     table: Any
-    """The run: ``query_id``, ``doc_id`` (``string`` or ``large_string``), ``score``
-    (``float64``), no nulls, in that order."""
+    """The run: ``query_id`` (``string``, ``large_string`` or a dictionary of either),
+    ``doc_id`` (``string`` or ``large_string``), ``score`` (``float64``), no nulls, in that
+    order."""
 
-    def chunks(self) -> list[tuple[Strings, Strings, npt.NDArray[np.float64]]]:
-        """Each record batch's buffers: what the columnar kernel reads."""
+    def chunks(self) -> list[tuple[Any, Strings, npt.NDArray[np.float64]]]:
+        """Each record batch's buffers: what the columnar kernel reads (query ids as strings,
+        or a dictionary's int32 indices and strings)."""
         return [
             (
-                strings_of(b.column(0)),
+                _queries_of(b.column(0)),
                 strings_of(b.column(1)),
                 b.column(2).to_numpy(zero_copy_only=True),
             )
@@ -198,7 +291,7 @@ class RunColumns:
 
         seen: dict[str, None] = {}
         for batch in self.table.to_batches(max_chunksize=4096):
-            for qid in pc.unique(batch.column(0)).to_pylist():
+            for qid in pc.unique(as_strings(batch.column(0))).to_pylist():
                 seen.setdefault(qid, None)
             if len(seen) >= n:
                 break
@@ -208,7 +301,7 @@ class RunColumns:
         """One query's doc ids in trec_eval's order (a message's examples; Python speed)."""
         import pyarrow.compute as pc
 
-        rows = self.table.filter(pc.equal(self.table.column(0), qid))
+        rows = self.table.filter(pc.equal(as_strings(self.table.column(0)), qid))
         pairs = zip(rows.column(2).to_pylist(), rows.column(1).to_pylist(), strict=True)
         return [doc for _, doc in sorted(pairs, reverse=True)]
 
@@ -259,6 +352,10 @@ def _score_problem(column: Any, name: str, offset: int = 0) -> tuple[Any, tuple[
         raise InvalidInputError(
             f"the run column {name!r} holds {kind}; a score must be a finite number"
         )
+    if kind == pa.float64() and column.null_count == 0:  # the usual column: one numpy pass
+        chunks = getattr(column, "chunks", [column])
+        if all(np.isfinite(c.to_numpy(zero_copy_only=True)).all() for c in chunks):
+            return column, None
     floats = pc.cast(column, pa.float64(), safe=False)
     bad = pc.invert(pc.fill_null(pc.is_finite(floats), False))
     row = first_true(bad)
@@ -343,5 +440,5 @@ def run_columns(table: Any, names: Mapping[str, str], offset: int = 0) -> RunCol
     found = [p for p in [*problems, score_problem] if p is not None]
     if found:
         raise InvalidInputError(min(found, key=lambda p: p[0])[1])  # ties: query, doc, score
-    columns = [as_strings(qcol), as_strings(dcol), floats]
+    columns = [query_strings(qcol), as_strings(dcol), floats]
     return RunColumns(pa.table(columns, names=["query_id", "doc_id", "score"]))

@@ -70,9 +70,9 @@ def _judgements(plan: RunPlan) -> tuple[np.ndarray[Any, Any], list[str], list[fl
     return np.asarray(starts, dtype=np.int64), docs, grades
 
 
-Prepared = tuple[Strings, Any, Strings, Any, Any]
+Prepared = tuple[Strings, Any, list[Strings], Any, Any]
 """The qrels as the kernel reads them: query ids, ``jstart``, judged docs, grades, and the
-compiled kernel's hash table of the query ids."""
+compiled kernel's prepared qrels (:func:`~ragmeter.metrics.columns.query_table`)."""
 
 
 def prepare_qrels(plan: RunPlan) -> Prepared:
@@ -88,7 +88,8 @@ def prepare_qrels(plan: RunPlan) -> Prepared:
         jstart, listed, graded = _judgements(plan)
         jdocs, grades = pa.array(listed, pa.large_string()), np.asarray(graded, np.float64)
         qids = strings_of(pa.array(list(qrels), pa.large_string()))
-    return qids, jstart, strings_of(jdocs), grades, query_table(qids)
+    judged = [strings_of(c) for c in getattr(jdocs, "chunks", [jdocs])]
+    return qids, jstart, judged, grades, query_table(qids, jstart, judged, grades)
 
 
 def column_scores(
@@ -165,7 +166,7 @@ def column_report(
                 block = scored[start : start + BLOCK]
                 matrix = scores.values[block]
                 for j, key in enumerate(plan.keys):
-                    part.distributions[key].add_trusted(matrix[:, j].tolist())
+                    part.distributions[key].add_trusted(matrix[:, j])
                 if writer is not None:
                     writer.write(
                         [(qids[i], dict(zip(keys, v, strict=False)), None)

@@ -25,11 +25,22 @@ import numpy.typing as npt
 
 from ragmeter._types import MAX_GRADE
 from ragmeter.errors import InvalidInputError
-from ragmeter.evaluation._columns_in import as_strings, encoded, first_true, id_problem, where
-from ragmeter.evaluation._columns_keys import block_starts, may_repeat
+from ragmeter.evaluation._columns_in import (
+    as_strings,
+    encoded,
+    first_true,
+    id_problem,
+    strings_of,
+    where,
+)
+from ragmeter.evaluation._columns_keys import STEP, block_starts, may_repeat
 from ragmeter.io.scores import require_pyarrow
+from ragmeter.metrics.columns import repeats_within
 
 __all__ = ["ColumnQrels", "qrels_columns"]
+
+_SCANS = 8
+"""Queries looked up by scanning the ids before a dict of them all is made."""
 
 
 class ColumnQrels(Mapping[str, Mapping[str, float]]):
@@ -46,22 +57,35 @@ class ColumnQrels(Mapping[str, Mapping[str, float]]):
         self.ids: list[str] = [str(x) for x in ids.to_pylist()]
         self.starts = starts
         self.docs = docs
-        """The judged doc ids (a ``pyarrow`` ``string`` or ``large_string`` array)."""
+        """The judged doc ids (a ``pyarrow`` ``string`` or ``large_string`` array or chunked
+        array)."""
         self.grades = grades
         """The grades (a numpy array, int64 or float64 as the column was)."""
         self._position: dict[str, int] | None = None
+        self._lookups = 0
         self.source = "<arrow>"
         self.warnings: list[str] = []
 
     @property
     def position(self) -> dict[str, int]:
-        """Each query's place in ``ids`` (made when a query is first looked up)."""
+        """Each query's place in ``ids`` (made when it is first asked for)."""
         if self._position is None:
             self._position = dict(zip(self.ids, range(len(self.ids)), strict=True))
         return self._position
 
+    def _find(self, qid: str) -> int:
+        """A query's place: the first few looked up (a report's note reads the first
+        queries) by scanning ``ids``, later ones through :attr:`position`."""
+        self._lookups += 1
+        if self._position is None and self._lookups <= _SCANS:
+            try:
+                return self.ids.index(qid)
+            except ValueError:
+                raise KeyError(qid) from None
+        return self.position[qid]
+
     def __getitem__(self, qid: str) -> Mapping[str, float]:
-        i = self.position[qid]
+        i = self._find(qid)
         lo, hi = int(self.starts[i]), int(self.starts[i + 1])
         docs = self.docs.slice(lo, hi - lo).to_pylist()
         return dict(zip(docs, self.grades[lo:hi].tolist(), strict=True))
@@ -93,8 +117,14 @@ def _grade_problem(table: Any, names: Mapping[str, str]) -> tuple[Any, tuple[int
         values = values.fill_null(0)
     grades = values.to_numpy()  # (pa.scalar and its kin import pandas)
     limit = int(MAX_GRADE) if target == pa.int64() else MAX_GRADE
-    outside = np.flatnonzero(~((grades >= -limit) & (grades <= limit)))  # NaN: outside
-    rows = [r for r in (nulls, int(outside[0]) if len(outside) else None) if r is not None]
+    first = None
+    for lo in range(0, len(grades), STEP):  # a block at a time: small temporaries, reused
+        part = grades[lo : lo + STEP]
+        outside = np.flatnonzero(~((part >= -limit) & (part <= limit)))  # NaN: outside
+        if len(outside):
+            first = lo + int(outside[0])
+            break
+    rows = [r for r in (nulls, first) if r is not None]
     if not rows:
         return grades, None
     row = min(rows)
@@ -167,11 +197,10 @@ def _grouped(qcol: Any, dcol: Any, grades: Any) -> ColumnQrels | None:
     if len(set(out.ids)) < len(out.ids):  # a query in two blocks
         return None
     docs = as_strings(dcol)
-    if may_repeat(docs, heads):
+    exact = repeats_within([strings_of(c) for c in getattr(docs, "chunks", [docs])], heads)
+    if exact if exact is not None else may_repeat(docs, heads):
         return None
-    if docs.nbytes >= 2**31 - 1 and not pa.types.is_large_string(docs.type):
-        docs = docs.cast(pa.large_string())  # one array: 32-bit offsets would overflow
-    out.docs = docs.combine_chunks() if hasattr(docs, "combine_chunks") else docs
+    out.docs = docs  # its chunks as they are (the kernel reads them in parts: no copy)
     return out
 
 

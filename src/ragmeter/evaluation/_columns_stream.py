@@ -1,4 +1,4 @@
-"""A Parquet run scored block by block: memory bounded by one block, not by the file.
+"""A Parquet run scored block by block: memory bounded by a few blocks, not by the file.
 
 :func:`stream_scores` reads a run file a row group at a time
 (:func:`~ragmeter.evaluation._columns_in.parquet_batches`), gathers about :data:`BATCH_ROWS`
@@ -18,13 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.evaluation._columns_in import (
-    RunColumns,
-    as_strings,
-    as_table,
-    parquet_batches,
-    run_columns,
-)
+from ragmeter.evaluation._columns_in import RunColumns, as_table, parquet_batches, run_columns
 from ragmeter.evaluation._columns_out import column_scores, prepare_qrels
 from ragmeter.evaluation.scoring import RunPlan
 from ragmeter.metrics.columns import ColumnScores, SplitQueryError, outputs
@@ -76,31 +70,49 @@ class ParquetRun:
 
 def _blocks(path: str | os.PathLike[str], names: Mapping[str, str]) -> Iterator[tuple[Any, int]]:
     """``(table, offset)``: the file's rows in blocks of about :data:`BATCH_ROWS` rows or
-    more, each ending with a complete query (the rows of the last query wait for the next)."""
+    more, each ending with a complete query (the rows of the last query wait for the next).
+    Query ids read as a dictionary stay one (the last query's rows are found by its index)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     qname = names["query_id"]
     carry: list[Any] = []  # batches read and not scored yet
     held = offset = 0
     for batch in parquet_batches(path, list(names.values()), qname):
-        at = batch.schema.get_field_index(qname)
-        if pa.types.is_dictionary(batch.schema.field(at).type):  # decoded: one call per batch
-            batch = batch.set_column(at, qname, as_strings(batch.column(at)))
         carry.append(batch)
         held += batch.num_rows
         if held < BATCH_ROWS:
             continue
         table = pa.Table.from_batches(carry)
-        ids = table.column(qname)
-        same = pc.equal(ids, ids[len(ids) - 1]).to_numpy(zero_copy_only=False)
-        cut = len(same) - int(np.argmin(same[::-1])) if not same.all() else 0
-        carry, held = table.slice(cut).to_batches(), len(same) - cut
+        cut = len(table) - _last_query_rows(table.column(qname))
+        carry, held = table.slice(cut).to_batches(), len(table) - cut
         if cut:
             yield table.slice(0, cut), offset
             offset += cut
     if held:
         yield pa.Table.from_batches(carry), offset
+
+
+def _last_query_rows(ids: Any) -> int:
+    """How many rows at the end of an id column (chunked, not empty) hold its last id: by
+    dictionary index in a dictionary chunk (a dictionary holding a value twice may count too
+    few, and the kernel then finds the query split: the file is scored whole)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    last = ids[len(ids) - 1].as_py()
+    count = 0
+    for chunk in reversed(ids.chunks):
+        if not len(chunk):
+            continue
+        if pa.types.is_dictionary(chunk.type):
+            code = pc.index(chunk.dictionary, last).as_py()
+            same = chunk.indices.to_numpy(zero_copy_only=False) == code
+        else:
+            same = pc.equal(chunk, pa.scalar(last, chunk.type)).to_numpy(zero_copy_only=False)
+        if not same.all():
+            return count + int(np.argmin(same[::-1]))
+        count += len(chunk)
+    return count
 
 
 def stream_scores(

@@ -2,23 +2,30 @@
  *
  * The compiled twin of ragmeter.metrics.columns.py_score_columns (see that module for the
  * contract). A run is three columns split in chunks (the chunks of an Arrow table): the query
- * ids and doc ids as Arrow string buffers (offsets, 32- or 64-bit, and UTF-8 bytes) and the
- * scores (float64). No id is interned and no Python object is made per row: the rows of a
- * query are found by comparing each row's query id with the row before it (a changed id is
- * looked up in a hash table of the qrels' query ids), gathered into a small buffer, ranked by
- * score descending then doc id descending, bytewise (trec_eval's order, and Python's for
- * UTF-8), and matched with the query's judgements through a per-query hash table of its doc
- * ids (which also finds a repeated doc).
+ * ids as Arrow string buffers (offsets, 32- or 64-bit, and UTF-8 bytes) or as a dictionary
+ * (int32 indices into such strings), the doc ids as string buffers and the scores (float64).
+ * No id is interned and no Python object is made per row.
+ *
+ * The qrels are prepared once per run (prepare: their buffers checked, their query ids hashed
+ * into a table) and every call scores one part of the run against them. A call first cuts its
+ * rows into segments, runs of rows with one query id (a changed id, or dictionary index, is
+ * looked up in the qrels' table; a dictionary entry once per chunk), then sorts the segments by
+ * query, so a query's rows need not be contiguous. Each query's rows are gathered into a small
+ * buffer, ranked by score descending then doc id descending, bytewise (trec_eval's order, and
+ * Python's for UTF-8), and matched with the query's judgements through a per-query hash table
+ * of its doc ids (which also finds a repeated doc). Segmenting and scoring run without the GIL,
+ * so a caller may decode the next part of a file in another thread meanwhile.
  *
  * Per query the values are those of ragmeter.metrics._kernel.py_score_query on the same
  * ranking, bit for bit: the same IEEE operations in the same order (in _kvalues.h, shared with
- * _ckernel.c). A query's rows need not be contiguous: every run of rows with one query id is a
- * segment, and a query's segments are scored together.
+ * _ckernel.c).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "_kvalues.h"
+
+#define QRELS_CAPSULE "ragmeter.metrics._ccolumns.qrels"
 
 typedef struct {
     double score;
@@ -50,14 +57,47 @@ str_at(const Strings *s, int64_t i, int64_t *len)
 }
 
 static inline uint64_t
+load64(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static inline uint64_t
+load32(const char *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* A 64-bit hash of n bytes, read 8 at a time (the last 1-8 bytes in one word, from two
+ * overlapping loads), finished by MurmurHash3's mixer: equal bytes, equal hashes. */
+static inline uint64_t
 hash_bytes(const char *p, int64_t n)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (int64_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ULL;
+    const uint64_t k = 0x9E3779B97F4A7C15ULL;
+    uint64_t h = (uint64_t)n * k, w = 0;
+    while (n > 8) {
+        h = (h ^ load64(p)) * k;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
     }
-    return h ^ (h >> 29);
+    if (n >= 4) {
+        w = load32(p) | (load32(p + n - 4) << 32);
+    }
+    else if (n > 0) {
+        w = (uint64_t)(unsigned char)p[0] | ((uint64_t)(unsigned char)p[n / 2] << 8) |
+            ((uint64_t)(unsigned char)p[n - 1] << 16);
+    }
+    h ^= w;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 33);
 }
 
 static inline int
@@ -66,22 +106,112 @@ same_bytes(const char *a, int64_t la, const char *b, int64_t lb)
     return la == lb && (la == 0 || memcmp(a, b, (size_t)la) == 0);
 }
 
+/* A table of one ranking's doc ids (entry index + 1 by slot, 0 empty), grown on demand. */
+typedef struct {
+    int64_t *slots;
+    uint64_t *hashes;
+    int64_t cap, mask;
+} DocTable;
+
+/* Room for m docs at most a quarter full, emptied; 0 ok, -1 out of memory (no error set: this
+ * runs without the GIL). */
+static int
+doc_table_reset(DocTable *t, int64_t m)
+{
+    int64_t cap = 16;
+    while (cap < 4 * m) {
+        cap <<= 1;
+    }
+    if (cap > t->cap) {
+        int64_t *slots = PyMem_RawRealloc(t->slots, (size_t)cap * sizeof(int64_t));
+        if (slots == NULL) {
+            return -1;
+        }
+        t->slots = slots;
+        uint64_t *hashes = PyMem_RawRealloc(t->hashes, (size_t)cap * sizeof(uint64_t));
+        if (hashes == NULL) {
+            return -1;
+        }
+        t->hashes = hashes;
+        t->cap = cap;
+    }
+    t->mask = cap - 1;
+    memset(t->slots, 0, (size_t)(t->mask + 1) * sizeof(int64_t));
+    return 0;
+}
+
+/* The slot of id (hash h) among the docs e: its own, or the empty one ending its probe. */
+static inline int64_t
+probe(const DocTable *t, const Entry *e, const char *id, int64_t len, uint64_t h)
+{
+    int64_t j = (int64_t)(h & (uint64_t)t->mask);
+    for (;;) {
+        int64_t x = t->slots[j];
+        if (x == 0) {
+            return j;
+        }
+        if (t->hashes[j] == h && same_bytes(e[x - 1].id, e[x - 1].len, id, len)) {
+            return j;
+        }
+        j = (j + 1) & t->mask;
+    }
+}
+
+/* Put the m docs e in the table (see doc_table_reset); *repeated: whether one is there twice.
+ * 0 ok, -1 out of memory. */
+static int
+fill_docs(DocTable *t, const Entry *e, int64_t m, int *repeated)
+{
+    if (doc_table_reset(t, m) < 0) {
+        return -1;
+    }
+    *repeated = 0;
+    for (int64_t i = 0; i < m; i++) {
+        uint64_t h = hash_bytes(e[i].id, e[i].len);
+        int64_t j = probe(t, e, e[i].id, e[i].len, h);
+        if (t->slots[j]) {
+            *repeated = 1;
+        }
+        else {
+            t->slots[j] = i + 1;
+            t->hashes[j] = h;
+        }
+    }
+    return 0;
+}
+
+/* The qrels' query ids as a hash table: position by id. */
+typedef struct {
+    const Strings *ids;
+    int64_t *slots; /* position + 1, 0 empty */
+    int64_t mask;
+} QueryTable;
+
+/* The qrels, checked and prepared once per run: what the capsule of prepare holds. */
+typedef struct {
+    Strings ids;
+    Strings *jdocs;   /* the judged doc ids, in parts (the chunks of an Arrow column) */
+    int64_t *jfirst;  /* the first judgement of each part, and then their count */
+    Py_ssize_t jparts;
+    Py_buffer jstart, jgrade;
+    int64_t nq, nj, most; /* most: the largest judgement count of a query (at least 1) */
+    QueryTable table;
+} Qrels;
+
 /* What one call shares: the qrels, the options, the outputs, the scratch. */
 typedef struct {
+    const Qrels *qr;
     const int64_t *jstart; /* query q's judgements: jstart[q] .. jstart[q + 1] */
-    const Strings *jdocs;  /* the judged doc ids */
     const double *jgrade;
     Options o;
-    Py_ssize_t nv;     /* values per query */
-    double *values;    /* nq * nv */
-    int8_t *status;    /* 0 no ranking, 1 scored, 2 not scored (no relevant doc), 3 repeats */
-    int64_t *lengths;  /* docs in each query's ranking */
-    int64_t *found;    /* judged docs in each query's ranking */
-    Log2Table log2s;   /* log2(r + 1) */
-    int64_t *slots;    /* a query's doc table: entry index + 1, 0 empty */
-    uint64_t *hashes;
-    int64_t cap;
-    Tally t;           /* scratch per query, sized to the largest judgement count */
+    Py_ssize_t nv;    /* values per query */
+    double *values;   /* nq * nv */
+    int8_t *status;   /* 0 no ranking, 1 scored, 2 not scored (no relevant doc), 3 repeats */
+    int64_t *lengths; /* docs in each query's ranking */
+    int64_t *found;   /* judged docs in each query's ranking */
+    Log2Table log2s;  /* log2(r + 1) */
+    DocTable docs;
+    Tally t; /* scratch per query, sized to the largest judgement count */
     void *tally_mem;
 } Ctx;
 
@@ -112,80 +242,39 @@ rank_entries(Entry *e, int64_t m)
     }
 }
 
-/* The doc table of a query: room for m docs at most half full; 0 ok, -1 no memory. */
-static int64_t
-doc_table(Ctx *c, int64_t m)
-{
-    int64_t cap = 16;
-    while (cap < 2 * m) {
-        cap <<= 1;
-    }
-    if (cap > c->cap) {
-        int64_t *slots = PyMem_Realloc(c->slots, (size_t)cap * sizeof(int64_t));
-        if (slots == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        c->slots = slots;
-        uint64_t *hashes = PyMem_Realloc(c->hashes, (size_t)cap * sizeof(uint64_t));
-        if (hashes == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        c->hashes = hashes;
-        c->cap = cap;
-    }
-    return cap;
-}
-
-/* The slot of id (hash h) in the doc table of e: its own, or the empty one ending its probe. */
-static inline int64_t
-probe(const Ctx *c, int64_t mask, const Entry *e, const char *id, int64_t len, uint64_t h)
-{
-    int64_t j = (int64_t)(h & (uint64_t)mask);
-    for (;;) {
-        int64_t x = c->slots[j];
-        if (x == 0) {
-            return j;
-        }
-        if (c->hashes[j] == h && same_bytes(e[x - 1].id, e[x - 1].len, id, len)) {
-            return j;
-        }
-        j = (j + 1) & mask;
-    }
-}
-
-/* Rank query q's m rows (in e) and score them: its status, length and values. */
+/* Rank query q's m rows (in e) and score them: its status, length and values. 0 ok, -1 out
+ * of memory (no error set). Needs c->log2s to cover m and the judgement counts already. */
 static int
 score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
 {
     rank_entries(e, m);
-    int64_t cap = 0;
-    if ((cap = doc_table(c, m)) < 0) {
-        return -1;
-    }
-    int64_t mask = cap - 1;
-    memset(c->slots, 0, (size_t)cap * sizeof(int64_t));
     int repeated = 0;
-    for (int64_t i = 0; i < m; i++) {
-        uint64_t h = hash_bytes(e[i].id, e[i].len);
-        int64_t j = probe(c, mask, e, e[i].id, e[i].len, h);
-        if (c->slots[j]) {
-            repeated = 1;
-        }
-        else {
-            c->slots[j] = i + 1;
-            c->hashes[j] = h;
-        }
+    if (fill_docs(&c->docs, e, m, &repeated) < 0) {
+        return -1;
     }
     Tally *t = &c->t;
     tally_start(t, c->o.nk);
     int64_t found = 0;
+    const Qrels *qr = c->qr;
+    Py_ssize_t part = 0, lo = 0, hi = qr->jparts - 1; /* the part of the first judgement */
+    while (lo <= hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (qr->jfirst[mid] <= c->jstart[q]) {
+            part = mid;
+            lo = mid + 1;
+        }
+        else {
+            hi = mid - 1;
+        }
+    }
     for (int64_t j = c->jstart[q]; j < c->jstart[q + 1]; j++) {
+        while (j >= qr->jfirst[part + 1]) {
+            part++;
+        }
         int64_t len;
-        const char *id = str_at(c->jdocs, j, &len);
+        const char *id = str_at(&qr->jdocs[part], j - qr->jfirst[part], &len);
         /* r: the 1-based rank, 0 when not retrieved */
-        int64_t r = m ? c->slots[probe(c, mask, e, id, len, hash_bytes(id, len))] : 0;
+        int64_t r = m ? c->docs.slots[probe(&c->docs, e, id, len, hash_bytes(id, len))] : 0;
         found += r != 0;
         tally_add(&c->o, t, c->jgrade[j], r);
     }
@@ -203,7 +292,8 @@ score_one(Ctx *c, int64_t q, Entry *e, int64_t m)
     return tally_values(&c->o, t, m, &c->log2s, c->values + q * c->nv) < 0 ? -1 : 0;
 }
 
-/* One Arrow string array from (offsets, data): offsets int32 or int64, n + 1 of them. */
+/* One Arrow string array from (offsets, data): offsets int32 or int64, n + 1 of them, not
+ * decreasing, within the data. */
 static int
 get_strings(PyObject *pair, Strings *s, const char *name)
 {
@@ -226,6 +316,19 @@ get_strings(PyObject *pair, Strings *s, const char *name)
     }
     s->wide = size == 8;
     s->n = s->offsets.len / size - 1;
+    int bad = 0; /* offsets must not decrease (one branch-free pass) */
+    if (s->wide) {
+        const int64_t *o = s->offsets.buf;
+        for (int64_t i = 0; i < s->n; i++) {
+            bad |= o[i + 1] < o[i];
+        }
+    }
+    else {
+        const int32_t *o = s->offsets.buf;
+        for (int64_t i = 0; i < s->n; i++) {
+            bad |= o[i + 1] < o[i];
+        }
+    }
     int64_t len;
     const char *first = str_at(s, 0, &len);
     const char *last = str_at(s, s->n, &len);
@@ -233,11 +336,9 @@ get_strings(PyObject *pair, Strings *s, const char *name)
         PyErr_Format(PyExc_ValueError, "%s: offsets beyond the data", name);
         return -1;
     }
-    for (int64_t i = 0; i < s->n; i++) { /* offsets must not decrease */
-        if (str_at(s, i, &len), len < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: offsets decrease", name);
-            return -1;
-        }
+    if (bad) {
+        PyErr_Format(PyExc_ValueError, "%s: offsets decrease", name);
+        return -1;
     }
     return 0;
 }
@@ -253,24 +354,30 @@ release_strings(Strings *s)
     }
 }
 
-/* A run of rows with one query id, within one chunk. */
-typedef struct {
-    int64_t chunk, start, count, next; /* next: the query's next segment, -1 */
-} Segment;
+static void
+release(Py_buffer *view)
+{
+    if (view->obj != NULL) {
+        PyBuffer_Release(view);
+    }
+}
 
-/* The columns of the run: per chunk, query ids, doc ids and scores. */
-typedef struct {
-    Strings *q, *d;
-    Py_buffer *s;
-    Py_ssize_t n;
-} Run;
+static int
+get_array(PyObject *obj, Py_ssize_t itemsize, Py_buffer *view, Py_ssize_t want, const char *name,
+          int writable)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        return -1;
+    }
+    if (view->len != want * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, expected %zd items of %zd bytes",
+                     name, view->len, want, itemsize);
+        return -1;
+    }
+    return 0;
+}
 
-/* The qrels' query ids as a hash table: position by id. */
-typedef struct {
-    const Strings *ids;
-    int64_t *slots; /* position + 1, 0 empty */
-    int64_t mask;
-} QueryTable;
+/* ------------------------------------------------------------------ the prepared qrels */
 
 static int64_t
 find_query(const QueryTable *t, const char *id, int64_t len)
@@ -290,151 +397,178 @@ find_query(const QueryTable *t, const char *id, int64_t len)
     }
 }
 
-/* Split the run into segments, each linked to its query's list: the segments' count, or -1. */
-static int64_t
-segments(const Run *run, const QueryTable *t, int64_t nq, Segment **out, int64_t *head,
-         int64_t *first)
+/* The qrels' query ids in a hash table (a repeated id is refused). */
+static int
+query_table(QueryTable *t, const Strings *ids)
 {
-    int64_t cap = 1024, n = 0, row = 0;
-    Segment *seg = PyMem_Malloc((size_t)cap * sizeof(Segment));
-    int64_t *tail = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(int64_t));
-    if (seg == NULL || tail == NULL) {
-        PyMem_Free(seg);
-        PyMem_Free(tail);
+    int64_t cap = 16;
+    while (cap < 2 * ids->n) {
+        cap <<= 1;
+    }
+    t->ids = ids;
+    t->mask = cap - 1;
+    t->slots = PyMem_Calloc((size_t)cap, sizeof(int64_t));
+    if (t->slots == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (int64_t q = 0; q < nq; q++) {
-        head[q] = -1;
-    }
-    for (Py_ssize_t k = 0; k < run->n; k++) {
-        const Strings *qs = &run->q[k];
-        const char *prev = NULL;
-        int64_t prev_len = -1, cur = -1;
-        for (int64_t i = 0; i < qs->n; i++, row++) {
-            int64_t len;
-            const char *id = str_at(qs, i, &len);
-            if (prev != NULL && same_bytes(prev, prev_len, id, len)) {
-                if (cur >= 0) {
-                    seg[n - 1].count++;
-                }
-                continue;
+    for (int64_t i = 0; i < ids->n; i++) {
+        int64_t len;
+        const char *id = str_at(ids, i, &len);
+        int64_t j = (int64_t)(hash_bytes(id, len) & (uint64_t)t->mask);
+        while (t->slots[j]) {
+            int64_t l;
+            const char *p = str_at(ids, t->slots[j] - 1, &l);
+            if (same_bytes(p, l, id, len)) {
+                PyErr_SetString(PyExc_ValueError, "the qrels' query ids repeat");
+                return -1;
             }
-            prev = id;
-            prev_len = len;
-            cur = find_query(t, id, len);
-            if (cur < 0) {
-                continue;
-            }
-            if (n == cap) {
-                cap *= 2;
-                Segment *grown = PyMem_Realloc(seg, (size_t)cap * sizeof(Segment));
-                if (grown == NULL) {
-                    PyMem_Free(seg);
-                    PyMem_Free(tail);
-                    PyErr_NoMemory();
-                    return -1;
-                }
-                seg = grown;
-            }
-            seg[n] = (Segment){k, i, 1, -1};
-            if (head[cur] < 0) {
-                head[cur] = n;
-                first[cur] = row;
-            }
-            else {
-                seg[tail[cur]].next = n;
-            }
-            tail[cur] = n;
-            n++;
+            j = (j + 1) & t->mask;
         }
+        t->slots[j] = i + 1;
     }
-    PyMem_Free(tail);
-    *out = seg;
-    return n;
+    return 0;
 }
 
-/* Score every judged query that has rows, in qrels order. */
+/* The judged docs: one strings value, or a list of them (parts, in order). */
 static int
-score_all(Ctx *c, const Run *run, const QueryTable *t, int64_t nq, int64_t *first_dup)
+get_parts(PyObject *obj, Qrels *qr)
 {
-    int64_t *head = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(int64_t));
-    int64_t *first = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(int64_t));
-    Segment *seg = NULL;
-    Entry *entries = NULL;
-    int rc = -1;
-    if (head == NULL || first == NULL) {
+    int listed = PyList_Check(obj);
+    Py_ssize_t n = listed ? PyList_GET_SIZE(obj) : 1;
+    qr->jdocs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Strings));
+    qr->jfirst = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
+    if (qr->jdocs == NULL || qr->jfirst == NULL) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
-    int64_t nseg = segments(run, t, nq, &seg, head, first);
-    if (nseg < 0) {
-        goto done;
+    qr->jparts = n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (get_strings(listed ? PyList_GET_ITEM(obj, k) : obj, &qr->jdocs[k], "judged docs") <
+            0) {
+            return -1;
+        }
+        qr->jfirst[k + 1] = qr->jfirst[k] + qr->jdocs[k].n;
     }
-    int64_t cap = 0;
-    *first_dup = -1;
-    for (int64_t q = 0; q < nq; q++) { /* (a first pass: no query may be scored already) */
-        if (head[q] >= 0 && c->status[q] != 0) {
-            *first_dup = -2;
-            rc = 0;
-            goto done;
-        }
-    }
-    for (int64_t q = 0; q < nq; q++) {
-        if (head[q] < 0) {
-            continue;
-        }
-        int64_t m = 0;
-        for (int64_t x = head[q]; x >= 0; x = seg[x].next) {
-            m += seg[x].count;
-        }
-        if (m > cap) {
-            cap = m > 2 * cap ? m : 2 * cap;
-            Entry *grown = PyMem_Realloc(entries, (size_t)cap * sizeof(Entry));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            entries = grown;
-        }
-        m = 0;
-        for (int64_t x = head[q]; x >= 0; x = seg[x].next) {
-            const Strings *ds = &run->d[seg[x].chunk];
-            const double *s = run->s[seg[x].chunk].buf;
-            for (int64_t i = seg[x].start; i < seg[x].start + seg[x].count; i++) {
-                entries[m].score = s[i];
-                entries[m].id = str_at(ds, i, &entries[m].len);
-                m++;
-            }
-        }
-        if (score_one(c, q, entries, m) < 0) {
-            goto done;
-        }
-        if (c->status[q] == 3 && (*first_dup < 0 || first[q] < first[*first_dup])) {
-            *first_dup = q;
-        }
-    }
-    rc = 0;
-done:
-    PyMem_Free(head);
-    PyMem_Free(first);
-    PyMem_Free(seg);
-    PyMem_Free(entries);
-    return rc;
+    return 0;
 }
 
-static int
-get_array(PyObject *obj, Py_ssize_t itemsize, Py_buffer *view, Py_ssize_t want, const char *name,
-          int writable)
+static void
+free_qrels(Qrels *qr)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+    release_strings(&qr->ids);
+    for (Py_ssize_t k = 0; qr->jdocs != NULL && k < qr->jparts; k++) {
+        release_strings(&qr->jdocs[k]);
+    }
+    PyMem_Free(qr->jdocs);
+    PyMem_Free(qr->jfirst);
+    release(&qr->jstart);
+    release(&qr->jgrade);
+    PyMem_Free(qr->table.slots);
+    PyMem_Free(qr);
+}
+
+static void
+qrels_capsule_free(PyObject *capsule)
+{
+    Qrels *qr = PyCapsule_GetPointer(capsule, QRELS_CAPSULE);
+    if (qr != NULL) {
+        free_qrels(qr);
+    }
+}
+
+static PyObject *
+prepare(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *qids_obj, *jstart_obj, *jdocs_obj, *jgrade_obj;
+    if (!PyArg_ParseTuple(args, "OOOO:prepare", &qids_obj, &jstart_obj, &jdocs_obj,
+                          &jgrade_obj)) {
+        return NULL;
+    }
+    Qrels *qr = PyMem_Calloc(1, sizeof(Qrels));
+    if (qr == NULL) {
+        return PyErr_NoMemory();
+    }
+    if (get_strings(qids_obj, &qr->ids, "query_ids") < 0 || get_parts(jdocs_obj, qr) < 0) {
+        goto fail;
+    }
+    qr->nq = qr->ids.n;
+    qr->nj = qr->jfirst[qr->jparts];
+    if (get_array(jstart_obj, 8, &qr->jstart, qr->nq + 1, "jstart", 0) < 0 ||
+        get_array(jgrade_obj, 8, &qr->jgrade, qr->nj, "jgrade", 0) < 0) {
+        goto fail;
+    }
+    const int64_t *jstart = qr->jstart.buf;
+    qr->most = 1;
+    for (int64_t q = 0; q < qr->nq; q++) {
+        if (jstart[q] < 0 || jstart[q + 1] < jstart[q] || jstart[q + 1] > qr->nj) {
+            PyErr_SetString(PyExc_ValueError, "jstart must rise from 0 to the judgements");
+            goto fail;
+        }
+        int64_t n = jstart[q + 1] - jstart[q];
+        qr->most = n > qr->most ? n : qr->most;
+    }
+    if (query_table(&qr->table, &qr->ids) < 0) {
+        goto fail;
+    }
+    PyObject *capsule = PyCapsule_New(qr, QRELS_CAPSULE, qrels_capsule_free);
+    if (capsule == NULL) {
+        goto fail;
+    }
+    return capsule;
+fail:
+    free_qrels(qr);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ the run */
+
+/* One chunk of the run: its query ids (strings, or int32 indices into strings), doc ids and
+ * scores, of one length. */
+typedef struct {
+    Strings q, d;
+    Py_buffer idx, s; /* idx.obj NULL: q holds one id per row */
+    int64_t n;
+} Chunk;
+
+typedef struct {
+    Chunk *c;
+    Py_ssize_t n;
+} Run;
+
+/* A chunk's query column: (offsets, data), or (int32 indices, (offsets, data)). */
+static int
+get_queries(PyObject *obj, Chunk *ch)
+{
+    if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2 &&
+        PyTuple_Check(PyTuple_GET_ITEM(obj, 1))) {
+        if (get_strings(PyTuple_GET_ITEM(obj, 1), &ch->q, "query dictionary") < 0) {
+            return -1;
+        }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(obj, 0), &ch->idx,
+                               PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            return -1;
+        }
+        if (ch->idx.itemsize != 4 || ch->idx.len % 4) {
+            PyErr_SetString(PyExc_ValueError, "query indices must be int32");
+            return -1;
+        }
+        ch->n = ch->idx.len / 4;
+        const int32_t *x = ch->idx.buf;
+        int bad = 0;
+        for (int64_t i = 0; i < ch->n; i++) {
+            bad |= x[i] < 0 || x[i] >= ch->q.n;
+        }
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "query indices beyond the dictionary");
+            return -1;
+        }
+        return 0;
+    }
+    if (get_strings(obj, &ch->q, "queries") < 0) {
         return -1;
     }
-    if (view->len != want * itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, expected %zd items of %zd bytes",
-                     name, view->len, want, itemsize);
-        return -1;
-    }
+    ch->n = ch->q.n;
     return 0;
 }
 
@@ -448,26 +582,25 @@ get_run(PyObject *chunks, Run *run)
         return -1;
     }
     Py_ssize_t n = PyList_GET_SIZE(chunks);
-    run->q = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Strings));
-    run->d = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Strings));
-    run->s = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
-    if (run->q == NULL || run->d == NULL || run->s == NULL) {
+    run->c = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Chunk));
+    if (run->c == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     run->n = n;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *item = PyList_GET_ITEM(chunks, k);
+        Chunk *ch = &run->c[k];
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
             PyErr_SetString(PyExc_TypeError, "a chunk must be (queries, docs, scores)");
             return -1;
         }
-        if (get_strings(PyTuple_GET_ITEM(item, 0), &run->q[k], "queries") < 0 ||
-            get_strings(PyTuple_GET_ITEM(item, 1), &run->d[k], "docs") < 0 ||
-            get_array(PyTuple_GET_ITEM(item, 2), 8, &run->s[k], run->q[k].n, "scores", 0) < 0) {
+        if (get_queries(PyTuple_GET_ITEM(item, 0), ch) < 0 ||
+            get_strings(PyTuple_GET_ITEM(item, 1), &ch->d, "docs") < 0 ||
+            get_array(PyTuple_GET_ITEM(item, 2), 8, &ch->s, ch->n, "scores", 0) < 0) {
             return -1;
         }
-        if (run->d[k].n != run->q[k].n) {
+        if (ch->d.n != ch->n) {
             PyErr_SetString(PyExc_ValueError, "a chunk's columns differ in length");
             return -1;
         }
@@ -479,15 +612,200 @@ static void
 release_run(Run *run)
 {
     for (Py_ssize_t k = 0; k < run->n; k++) {
-        release_strings(&run->q[k]);
-        release_strings(&run->d[k]);
-        if (run->s[k].obj != NULL) {
-            PyBuffer_Release(&run->s[k]);
+        release_strings(&run->c[k].q);
+        release_strings(&run->c[k].d);
+        release(&run->c[k].idx);
+        release(&run->c[k].s);
+    }
+    PyMem_Free(run->c);
+}
+
+/* A run of rows with one query id, within one chunk; row: its first row in the call. */
+typedef struct {
+    int64_t q, row, chunk, start, count;
+} Segment;
+
+typedef struct {
+    Segment *v;
+    int64_t n, cap;
+} Segments;
+
+/* Add a segment; 0 ok, -1 out of memory. */
+static int
+push(Segments *s, Segment seg)
+{
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 1024;
+        Segment *grown = PyMem_RawRealloc(s->v, (size_t)cap * sizeof(Segment));
+        if (grown == NULL) {
+            return -1;
+        }
+        s->v = grown;
+        s->cap = cap;
+    }
+    s->v[s->n++] = seg;
+    return 0;
+}
+
+/* Each dictionary entry's qrels position (-1: not judged) into map, looked up a block at a
+ * time: the table slots, then the ids they hold, fetched ahead (a million queries' table does
+ * not fit in a cache: one lookup alone would wait for memory twice). */
+static void
+look_up_all(const Strings *dict, const QueryTable *t, int64_t *map)
+{
+    enum { BLOCK = 64 };
+    uint64_t h[BLOCK];
+    for (int64_t lo = 0; lo < dict->n; lo += BLOCK) {
+        int64_t n = dict->n - lo < BLOCK ? dict->n - lo : BLOCK, len;
+        for (int64_t i = 0; i < n; i++) {
+            const char *id = str_at(dict, lo + i, &len);
+            h[i] = hash_bytes(id, len);
+            __builtin_prefetch(&t->slots[h[i] & (uint64_t)t->mask]);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            int64_t x = t->slots[h[i] & (uint64_t)t->mask];
+            if (x) {
+                __builtin_prefetch((const char *)t->ids->offsets.buf +
+                                   (x - 1) * t->ids->offsets.itemsize);
+            }
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const char *id = str_at(dict, lo + i, &len);
+            map[lo + i] = find_query(t, id, len);
         }
     }
-    PyMem_Free(run->q);
-    PyMem_Free(run->d);
-    PyMem_Free(run->s);
+}
+
+/* The segments of a chunk whose query ids are a dictionary's indices: an index is looked up
+ * once (map: its qrels position, -1 not judged, -2 not looked up yet; all at once when the
+ * dictionary is no longer than the chunk, else on first use). */
+static int
+dictionary_segments(const Chunk *ch, const QueryTable *t, int64_t k, int64_t row, Segments *s)
+{
+    int64_t *map = PyMem_RawMalloc((size_t)(ch->q.n ? ch->q.n : 1) * sizeof(int64_t));
+    if (map == NULL) {
+        return -1;
+    }
+    if (ch->q.n <= ch->n) {
+        look_up_all(&ch->q, t, map);
+    }
+    else {
+        for (int64_t i = 0; i < ch->q.n; i++) {
+            map[i] = -2;
+        }
+    }
+    const int32_t *x = ch->idx.buf;
+    int32_t prev = -1;
+    int64_t cur = -1;
+    for (int64_t i = 0; i < ch->n; i++) {
+        if (x[i] == prev) {
+            if (cur >= 0) {
+                s->v[s->n - 1].count++;
+            }
+            continue;
+        }
+        prev = x[i];
+        if ((cur = map[prev]) == -2) {
+            int64_t len;
+            const char *id = str_at(&ch->q, prev, &len);
+            cur = map[prev] = find_query(t, id, len);
+        }
+        if (cur >= 0 && push(s, (Segment){cur, row + i, k, i, 1}) < 0) {
+            PyMem_RawFree(map);
+            return -1;
+        }
+    }
+    PyMem_RawFree(map);
+    return 0;
+}
+
+/* The segments of a chunk of query id strings: an id that differs from the row before it is
+ * looked up. */
+static int
+string_segments(const Chunk *ch, const QueryTable *t, int64_t k, int64_t row, Segments *s)
+{
+    const char *prev = NULL;
+    int64_t prev_len = -1, cur = -1;
+    for (int64_t i = 0; i < ch->n; i++) {
+        int64_t len;
+        const char *id = str_at(&ch->q, i, &len);
+        if (prev != NULL && same_bytes(prev, prev_len, id, len)) {
+            if (cur >= 0) {
+                s->v[s->n - 1].count++;
+            }
+            continue;
+        }
+        prev = id;
+        prev_len = len;
+        cur = find_query(t, id, len);
+        if (cur >= 0 && push(s, (Segment){cur, row + i, k, i, 1}) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+cmp_segment(const void *pa, const void *pb)
+{
+    const Segment *a = pa, *b = pb;
+    if (a->q != b->q) {
+        return a->q < b->q ? -1 : 1;
+    }
+    return (a->row > b->row) - (a->row < b->row);
+}
+
+/* Every segment of the run with a judged query, sorted by query then row; 0 ok, -1 out of
+ * memory. */
+static int
+segments(const Run *run, const QueryTable *t, Segments *s)
+{
+    int64_t row = 0;
+    for (Py_ssize_t k = 0; k < run->n; k++) {
+        const Chunk *ch = &run->c[k];
+        int rc = ch->idx.obj != NULL ? dictionary_segments(ch, t, k, row, s)
+                                     : string_segments(ch, t, k, row, s);
+        if (rc < 0) {
+            return -1;
+        }
+        row += ch->n;
+    }
+    for (int64_t i = 1; i < s->n; i++) {
+        if (cmp_segment(&s->v[i - 1], &s->v[i]) > 0) {
+            qsort(s->v, (size_t)s->n, sizeof(Segment), cmp_segment);
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Score every query of the segments (sorted by query); *first_dup: the query whose ranking
+ * repeats a doc and is scored, the first by its first row, or -1. 0 ok, -1 out of memory. */
+static int
+score_segments(Ctx *c, const Run *run, const Segments *s, Entry *entries, int64_t *first_dup)
+{
+    int64_t dup_row = -1;
+    *first_dup = -1;
+    for (int64_t a = 0, b; a < s->n; a = b) {
+        int64_t q = s->v[a].q, m = 0;
+        for (b = a; b < s->n && s->v[b].q == q; b++) {
+            const Segment *g = &s->v[b];
+            const Chunk *ch = &run->c[g->chunk];
+            const double *scores = ch->s.buf;
+            for (int64_t i = g->start; i < g->start + g->count; i++, m++) {
+                entries[m].score = scores[i];
+                entries[m].id = str_at(&ch->d, i, &entries[m].len);
+            }
+        }
+        if (score_one(c, q, entries, m) < 0) {
+            return -1;
+        }
+        if (c->status[q] == 3 && (dup_row < 0 || s->v[a].row < dup_row)) {
+            *first_dup = q;
+            dup_row = s->v[a].row;
+        }
+    }
+    return 0;
 }
 
 /* The options: ks (ascending, >= 1), codes, the level; the values per query. */
@@ -527,114 +845,85 @@ get_options(Ctx *c, Py_buffer *ks, Py_buffer *codes, PyObject *level)
     return 0;
 }
 
-/* The qrels' query ids in a hash table (a repeated id is refused). */
-static int
-query_table(QueryTable *t, const Strings *ids)
+/* Segment the run and score its queries, the GIL released but to size the log2 table;
+ * the call's result (-2: a query was scored by an earlier call), or -3 (error set). */
+static int64_t
+score_run(Ctx *c, const Run *run)
 {
-    int64_t cap = 16;
-    while (cap < 2 * ids->n) {
-        cap <<= 1;
+    Segments s = {0};
+    Entry *entries = NULL;
+    int64_t result = -3, most = 0, first_dup = -1;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = segments(run, &c->qr->table, &s);
+    for (int64_t a = 0, b; rc == 0 && a < s.n; a = b) { /* nothing scored before; sizes */
+        int64_t q = s.v[a].q, m = 0;
+        for (b = a; b < s.n && s.v[b].q == q; b++) {
+            m += s.v[b].count;
+        }
+        if (c->status[q] != 0) {
+            rc = 1;
+        }
+        most = m > most ? m : most;
     }
-    t->ids = ids;
-    t->mask = cap - 1;
-    t->slots = PyMem_Calloc((size_t)cap, sizeof(int64_t));
-    if (t->slots == NULL) {
+    if (rc == 0 && (entries = PyMem_RawMalloc((size_t)(most ? most : 1) * sizeof(Entry))) == NULL) {
+        rc = -1;
+    }
+    Py_END_ALLOW_THREADS
+    if (rc == 1) {
+        result = -2;
+        goto done;
+    }
+    if (rc < 0) {
         PyErr_NoMemory();
-        return -1;
+        goto done;
     }
-    for (int64_t i = 0; i < ids->n; i++) {
-        int64_t len;
-        const char *id = str_at(ids, i, &len);
-        int64_t j = (int64_t)(hash_bytes(id, len) & (uint64_t)t->mask);
-        while (t->slots[j]) {
-            int64_t l;
-            const char *p = str_at(ids, t->slots[j] - 1, &l);
-            if (same_bytes(p, l, id, len)) {
-                PyErr_SetString(PyExc_ValueError, "the qrels' query ids repeat");
-                return -1;
-            }
-            j = (j + 1) & t->mask;
-        }
-        t->slots[j] = i + 1;
+    if (log2_grow(&c->log2s, most > c->qr->most ? most : c->qr->most) < 0) {
+        goto done;
     }
-    return 0;
-}
-
-/* A table query_slots built for these ids: checked (size, entries), not rebuilt. */
-static int
-given_table(QueryTable *t, const Strings *ids, const Py_buffer *slots)
-{
-    int64_t cap = slots->len / 8;
-    if (slots->len % 8 || cap < 16 || (cap & (cap - 1)) || cap < 2 * ids->n) {
-        PyErr_SetString(PyExc_ValueError, "slots: not a table from query_slots for these ids");
-        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = score_segments(c, run, &s, entries, &first_dup);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
     }
-    const int64_t *x = slots->buf;
-    for (int64_t j = 0; j < cap; j++) {
-        if (x[j] < 0 || x[j] > ids->n) {
-            PyErr_SetString(PyExc_ValueError, "slots: not a table from query_slots for these ids");
-            return -1;
-        }
-    }
-    t->ids = ids;
-    t->mask = cap - 1;
-    t->slots = (int64_t *)slots->buf;
-    return 0;
-}
-
-static PyObject *
-query_slots(PyObject *Py_UNUSED(module), PyObject *arg)
-{
-    Strings ids;
-    QueryTable t = {0};
-    PyObject *out = NULL;
-    if (get_strings(arg, &ids, "query_ids") == 0 && query_table(&t, &ids) == 0) {
-        out = PyByteArray_FromStringAndSize((const char *)t.slots,
-                                            (Py_ssize_t)((t.mask + 1) * 8));
-    }
-    PyMem_Free(t.slots);
-    release_strings(&ids);
-    return out;
+    result = first_dup;
+done:
+    PyMem_RawFree(s.v);
+    PyMem_RawFree(entries);
+    return result;
 }
 
 static PyObject *
 score_columns(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *chunks_obj, *qids_obj, *jstart_obj, *jdocs_obj, *jgrade_obj, *ks_obj, *codes_obj;
-    PyObject *level_obj, *values_obj, *status_obj, *lengths_obj, *found_obj, *slots_obj = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO|O:score_columns", &chunks_obj, &qids_obj,
-                          &jstart_obj, &jdocs_obj, &jgrade_obj, &ks_obj, &codes_obj, &level_obj,
-                          &values_obj, &status_obj, &lengths_obj, &found_obj, &slots_obj)) {
+    PyObject *chunks_obj, *qrels_obj, *ks_obj, *codes_obj;
+    PyObject *level_obj, *values_obj, *status_obj, *lengths_obj, *found_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO:score_columns", &chunks_obj, &qrels_obj, &ks_obj,
+                          &codes_obj, &level_obj, &values_obj, &status_obj, &lengths_obj,
+                          &found_obj)) {
         return NULL;
     }
+    if (!PyCapsule_IsValid(qrels_obj, QRELS_CAPSULE)) {
+        PyErr_SetString(PyExc_TypeError, "qrels: expected the result of prepare()");
+        return NULL;
+    }
+    const Qrels *qr = PyCapsule_GetPointer(qrels_obj, QRELS_CAPSULE);
     Ctx c;
     memset(&c, 0, sizeof c);
+    c.qr = qr;
+    c.jstart = qr->jstart.buf;
+    c.jgrade = qr->jgrade.buf;
     Run run;
     memset(&run, 0, sizeof run);
-    Strings qids, jdocs;
-    memset(&qids, 0, sizeof qids);
-    memset(&jdocs, 0, sizeof jdocs);
-    QueryTable table = {0};
-    Py_buffer jstart = {0}, jgrade = {0}, ks = {0}, codes = {0};
-    Py_buffer values = {0}, status = {0}, lengths = {0}, found = {0}, slots = {0};
+    Py_buffer ks = {0}, codes = {0};
+    Py_buffer values = {0}, status = {0}, lengths = {0}, found = {0};
     PyObject *result = NULL;
-    int64_t first_dup = -1;
+    int64_t nq = qr->nq;
 
-    if (get_run(chunks_obj, &run) < 0 || get_strings(qids_obj, &qids, "query_ids") < 0 ||
-        get_strings(jdocs_obj, &jdocs, "judged docs") < 0) {
+    if (get_run(chunks_obj, &run) < 0) {
         goto done;
-    }
-    int64_t nq = qids.n, nj = jdocs.n;
-    if (get_array(jstart_obj, 8, &jstart, nq + 1, "jstart", 0) < 0 ||
-        get_array(jgrade_obj, 8, &jgrade, nj, "jgrade", 0) < 0) {
-        goto done;
-    }
-    c.jstart = jstart.buf;
-    for (int64_t q = 0; q < nq; q++) {
-        if (c.jstart[q] < 0 || c.jstart[q + 1] < c.jstart[q] || c.jstart[q + 1] > nj) {
-            PyErr_SetString(PyExc_ValueError, "jstart must rise from 0 to the judgements");
-            goto done;
-        }
     }
     if (PyObject_GetBuffer(ks_obj, &ks, PyBUF_C_CONTIGUOUS) < 0 ||
         PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS) < 0 ||
@@ -647,75 +936,159 @@ score_columns(PyObject *Py_UNUSED(module), PyObject *args)
         get_array(found_obj, 8, &found, nq, "found", 1) < 0) {
         goto done;
     }
-    c.jdocs = &jdocs;
-    c.jgrade = jgrade.buf;
     c.values = values.buf;
     c.status = status.buf;
     c.lengths = lengths.buf;
     c.found = found.buf;
-    int64_t most = 1;
-    for (int64_t q = 0; q < nq; q++) {
-        int64_t n = c.jstart[q + 1] - c.jstart[q];
-        most = n > most ? n : most;
-    }
-    if ((c.tally_mem = PyMem_Malloc(tally_bytes(most, c.o.nk))) == NULL) {
+    if ((c.tally_mem = PyMem_Malloc(tally_bytes(qr->most, c.o.nk))) == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    tally_place(&c.t, c.tally_mem, most, c.o.nk);
-    if (log2_grow(&c.log2s, 1024) < 0) {
-        goto done;
-    }
-    if (slots_obj != NULL && slots_obj != Py_None) { /* a table built once by query_slots */
-        if (PyObject_GetBuffer(slots_obj, &slots, PyBUF_C_CONTIGUOUS) < 0 ||
-            given_table(&table, &qids, &slots) < 0) {
-            goto done;
-        }
-    }
-    else if (query_table(&table, &qids) < 0) {
-        goto done;
-    }
-    if (score_all(&c, &run, &table, nq, &first_dup) == 0) {
+    tally_place(&c.t, c.tally_mem, qr->most, c.o.nk);
+    int64_t first_dup = score_run(&c, &run);
+    if (first_dup != -3) {
         result = PyLong_FromLongLong((long long)first_dup);
     }
 
 done:
-    if (slots.obj == NULL) {
-        PyMem_Free(table.slots);
-    }
-    PyMem_Free(c.slots);
-    PyMem_Free(c.hashes);
+    PyMem_RawFree(c.docs.slots);
+    PyMem_RawFree(c.docs.hashes);
     PyMem_Free(c.tally_mem);
     PyMem_Free(c.log2s.v);
     release_run(&run);
-    release_strings(&qids);
-    release_strings(&jdocs);
-    Py_buffer *views[] = {&jstart, &jgrade, &ks, &codes, &values, &status, &lengths, &found,
-                          &slots};
+    Py_buffer *views[] = {&ks, &codes, &values, &status, &lengths, &found};
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
-        if (views[i]->obj != NULL) {
-            PyBuffer_Release(views[i]);
-        }
+        release(views[i]);
     }
     return result;
 }
 
-PyDoc_STRVAR(score_columns_doc,
-             "score_columns(chunks, query_ids, jstart, jdocs, jgrade, ks, codes, level, values, "
-             "status, lengths, found, slots=None)\n--\n\n"
-             "Compiled ragmeter.metrics.columns.py_score_columns: fills values, status, lengths "
-             "and found for the queries with rows (status must be 0 for them: else nothing is "
-             "written and -2 returned); returns the qrels position of the first query (by its "
-             "first row) whose ranking repeats a doc and is scored, or -1.");
+/* ------------------------------------------------------------------ repeats within blocks */
 
-PyDoc_STRVAR(query_slots_doc,
-             "query_slots(query_ids)\n--\n\n"
-             "The hash table of the qrels' query ids (a bytearray) that score_columns takes as "
-             "its last argument, so a run scored in parts hashes them once.");
+/* Whether some block of rows holds one string twice: 1 yes, 0 no, -1 out of memory. */
+static int
+block_repeats(const Strings *parts, Py_ssize_t n_parts, const int64_t *heads, int64_t n_heads,
+              int64_t total)
+{
+    DocTable t = {0};
+    Entry *e = NULL;
+    int64_t cap = 0, block = 0, m = 0, row = 0;
+    int found = 0, rc = 0;
+    for (Py_ssize_t k = 0; k < n_parts && !found && rc == 0; k++) {
+        for (int64_t i = 0; i < parts[k].n; i++, row++) {
+            if (m == cap) {
+                cap = cap ? 2 * cap : 256;
+                Entry *grown = PyMem_RawRealloc(e, (size_t)cap * sizeof(Entry));
+                if (grown == NULL) {
+                    rc = -1;
+                    break;
+                }
+                e = grown;
+            }
+            e[m].id = str_at(&parts[k], i, &e[m].len);
+            m++;
+            int64_t end = block + 1 < n_heads ? heads[block + 1] : total;
+            if (row + 1 == end) { /* the block's last row */
+                if (m > 1 && (rc = fill_docs(&t, e, m, &found)) < 0) {
+                    break;
+                }
+                if (found) {
+                    break;
+                }
+                block++;
+                m = 0;
+            }
+        }
+    }
+    PyMem_RawFree(t.slots);
+    PyMem_RawFree(t.hashes);
+    PyMem_RawFree(e);
+    return rc < 0 ? -1 : found;
+}
+
+static PyObject *
+repeats_within(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *parts_obj, *heads_obj;
+    if (!PyArg_ParseTuple(args, "OO:repeats_within", &parts_obj, &heads_obj)) {
+        return NULL;
+    }
+    if (!PyList_Check(parts_obj)) {
+        PyErr_SetString(PyExc_TypeError, "parts must be a list of (offsets, data)");
+        return NULL;
+    }
+    Py_ssize_t n_parts = PyList_GET_SIZE(parts_obj);
+    Strings *parts = PyMem_Calloc((size_t)(n_parts ? n_parts : 1), sizeof(Strings));
+    Py_buffer heads = {0};
+    PyObject *result = NULL;
+    if (parts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < n_parts; k++) {
+        if (get_strings(PyList_GET_ITEM(parts_obj, k), &parts[k], "strings") < 0) {
+            goto done;
+        }
+        total += parts[k].n;
+    }
+    if (PyObject_GetBuffer(heads_obj, &heads, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        goto done;
+    }
+    const int64_t *h = heads.buf;
+    int64_t n_heads = heads.len / 8;
+    int bad = heads.itemsize != 8 || heads.len % 8 || (total > 0 && (n_heads == 0 || h[0] != 0));
+    for (int64_t i = 0; !bad && i < n_heads; i++) {
+        bad = h[i] < 0 || h[i] >= total || (i && h[i] <= h[i - 1]);
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError,
+                        "heads must be int64 rows, ascending from 0, within the strings");
+        goto done;
+    }
+    int found;
+    Py_BEGIN_ALLOW_THREADS
+    found = block_repeats(parts, n_parts, h, n_heads, total);
+    Py_END_ALLOW_THREADS
+    if (found < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyBool_FromLong(found);
+done:
+    for (Py_ssize_t k = 0; parts != NULL && k < n_parts; k++) {
+        release_strings(&parts[k]);
+    }
+    PyMem_Free(parts);
+    release(&heads);
+    return result;
+}
+
+PyDoc_STRVAR(score_columns_doc,
+             "score_columns(chunks, qrels, ks, codes, level, values, status, lengths, found)\n"
+             "--\n\n"
+             "Compiled ragmeter.metrics.columns.py_score_columns against qrels from prepare: "
+             "fills values, status, lengths and found for the queries with rows (status must be "
+             "0 for them: else nothing is written and -2 returned); returns the qrels position "
+             "of the first query (by its first row) whose ranking repeats a doc and is scored, "
+             "or -1. A chunk's queries are (offsets, data) or (int32 indices, (offsets, data)).");
+
+PyDoc_STRVAR(prepare_doc,
+             "prepare(query_ids, jstart, jdocs, jgrade)\n--\n\n"
+             "The qrels checked and their query ids hashed, once per run: the object "
+             "score_columns takes (it keeps the buffers it was given). jdocs is one (offsets, "
+             "data) or a list of them, the chunks of one column.");
+
+PyDoc_STRVAR(repeats_within_doc,
+             "repeats_within(parts, heads)\n--\n\n"
+             "Whether a string column (parts: the (offsets, data) of its chunks, in order) holds "
+             "one value twice within a block of rows; the blocks start at the rows heads (int64, "
+             "ascending from 0). Exact: ids are compared byte for byte.");
 
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_VARARGS, score_columns_doc},
-    {"query_slots", query_slots, METH_O, query_slots_doc},
+    {"prepare", prepare, METH_VARARGS, prepare_doc},
+    {"repeats_within", repeats_within, METH_VARARGS, repeats_within_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,11 +3,8 @@
 from typing import Any
 
 def score_columns(
-    chunks: list[tuple[tuple[Any, Any], tuple[Any, Any], Any]],
-    query_ids: tuple[Any, Any],
-    jstart: Any,
-    jdocs: tuple[Any, Any],
-    jgrade: Any,
+    chunks: list[tuple[Any, tuple[Any, Any], Any]],
+    qrels: Any,
     ks: Any,
     codes: Any,
     level: float | None,
@@ -15,6 +12,11 @@ def score_columns(
     status: Any,
     lengths: Any,
     found: Any,
-    slots: Any = None,
 ) -> int: ...
-def query_slots(query_ids: tuple[Any, Any]) -> bytearray: ...
+def prepare(
+    query_ids: tuple[Any, Any],
+    jstart: Any,
+    jdocs: tuple[Any, Any] | list[tuple[Any, Any]],
+    jgrade: Any,
+) -> Any: ...
+def repeats_within(parts: list[tuple[Any, Any]], heads: Any) -> bool: ...

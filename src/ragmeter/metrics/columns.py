@@ -7,14 +7,18 @@ per row and without interning its ids.
 
 A *strings* value is an Arrow ``string``/``large_string`` array's buffers: ``(offsets, data)``,
 the offsets an int32 or int64 array one longer than the strings, ``data`` their UTF-8 bytes.
-The run is a list of chunks ``(query_ids, doc_ids, scores)``: two strings values and a float64
-array (finite) of one length. ``query_ids`` (strings) are the qrels' queries in qrels order;
-query ``q`` judges ``jdocs[jstart[q]:jstart[q + 1]]`` (strings) with the grades ``jgrade``
-(float64, finite, ``|grade| <= 2**53``). Rows of a query that is not in the qrels are ignored.
+The run is a list of chunks ``(query_ids, doc_ids, scores)`` of one length: the doc ids a
+strings value, the scores a float64 array (finite), and the query ids a strings value or a
+dictionary ``(indices, strings)``, int32 indices into a strings value (an Arrow dictionary
+array's buffers, as Parquet query ids are read). ``query_ids`` (strings) are the qrels'
+queries in qrels order; query ``q`` judges ``jdocs[jstart[q]:jstart[q + 1]]`` (a strings
+value, or a list of them: the chunks of one column) with the grades ``jgrade`` (float64,
+finite, ``|grade| <= 2**53``). Rows of a query that is not in the qrels are ignored.
 
 Given ``out`` (from :func:`outputs`), a call fills it in place, so a run can be scored in
 parts, provided each query's rows are all in one part (else :class:`SplitQueryError`);
-``table`` (from :func:`query_table`) spares each part hashing the query ids again.
+``table`` (from :func:`query_table`) spares each part checking the qrels and hashing their
+query ids again.
 
 Each query's rows (they need not be contiguous) are ranked as trec_eval ranks a run file:
 score descending, ties by doc id descending, bytewise (Python's ``str`` order). The values of
@@ -64,6 +68,7 @@ __all__ = [
     "outputs",
     "py_score_columns",
     "query_table",
+    "repeats_within",
     "result_keys",
     "score_columns",
 ]
@@ -129,11 +134,19 @@ def _decoded(strings: Strings) -> list[str]:
     return [raw[a:b].decode("latin-1") for a, b in itertools.pairwise(bounds)]
 
 
+def _query_ids(queries: Any) -> list[str]:
+    """A chunk's query ids, decoded: a strings value, or a dictionary ``(indices, strings)``."""
+    if isinstance(queries[1], tuple):
+        values = _decoded(queries[1])
+        return [values[i] for i in np.asarray(queries[0]).tolist()]
+    return _decoded(queries)
+
+
 def py_score_columns(
     chunks: Sequence[tuple[Strings, Strings, F64]],
     query_ids: Strings,
     jstart: I64,
-    jdocs: Strings,
+    jdocs: Strings | list[Strings],
     jgrade: F64,
     ks: Sequence[int],
     codes: Sequence[int],
@@ -149,13 +162,14 @@ def py_score_columns(
     """
     ids = _decoded(query_ids)
     position = {qid: i for i, qid in enumerate(ids)}
-    judged = _decoded(jdocs)
+    judged = [d for part in (jdocs if isinstance(jdocs, list) else [jdocs]) for d in _decoded(part)]
     out = out if out is not None else outputs(len(ids), _n_values(ks, codes))
     rows: dict[int, list[tuple[float, str]]] = {}
     first_row: dict[int, int] = {}
     row = 0
     for queries, docs, scores in chunks:
-        for qid, doc, score in zip(_decoded(queries), _decoded(docs), scores.tolist(), strict=True):
+        ids = _query_ids(queries)
+        for qid, doc, score in zip(ids, _decoded(docs), scores.tolist(), strict=True):
             pos = position.get(qid)
             if pos is not None:
                 rows.setdefault(pos, []).append((score, doc))
@@ -197,7 +211,7 @@ def _load_c() -> ScoreColumns | None:
         chunks: Sequence[tuple[Strings, Strings, F64]],
         query_ids: Strings,
         jstart: I64,
-        jdocs: Strings,
+        jdocs: Strings | list[Strings],
         jgrade: F64,
         ks: Sequence[int],
         codes: Sequence[int],
@@ -208,10 +222,7 @@ def _load_c() -> ScoreColumns | None:
         out = out if out is not None else outputs(len(query_ids[0]) - 1, _n_values(ks, codes))
         first = _ccolumns.score_columns(
             [(q, d, np.ascontiguousarray(s, dtype=np.float64)) for q, d, s in chunks],
-            query_ids,
-            np.ascontiguousarray(jstart, dtype=np.int64),
-            jdocs,
-            np.ascontiguousarray(jgrade, dtype=np.float64),
+            table if table is not None else _prepare(query_ids, jstart, jdocs, jgrade),
             np.asarray(ks, dtype=np.int64),
             np.asarray(codes, dtype=np.int64),
             None if level is None else float(level),
@@ -219,7 +230,6 @@ def _load_c() -> ScoreColumns | None:
             out.status,
             out.lengths,
             out.found,
-            table,
         )
         if first == -2:
             raise SplitQueryError
@@ -232,20 +242,51 @@ def _load_c() -> ScoreColumns | None:
 
 
 c_score_columns: ScoreColumns | None = _load_c()
+"""The compiled backend, or ``None`` when it is not built (loaded even when
+``RAGMETER_PURE_PYTHON`` is set, so tests can compare the two)."""
 
 
-def query_table(query_ids: Strings) -> Any:
-    """The compiled backend's hash table of the qrels' query ids (``None`` without it), to
-    pass as ``table`` to every call that scores a part of one run: built once, not per part."""
+def _prepare(query_ids: Strings, jstart: I64, jdocs: Strings | list[Strings], jgrade: F64) -> Any:
+    from ragmeter.metrics import _ccolumns
+
+    return _ccolumns.prepare(
+        query_ids,
+        np.ascontiguousarray(jstart, dtype=np.int64),
+        jdocs,
+        np.ascontiguousarray(jgrade, dtype=np.float64),
+    )
+
+
+def query_table(
+    query_ids: Strings, jstart: I64, jdocs: Strings | list[Strings], jgrade: F64
+) -> Any:
+    """The qrels as the compiled backend reads them (``None`` without it): checked, their
+    query ids in a hash table; pass it as ``table`` to every call that scores a part of one
+    run with these qrels, so they are prepared once, not per part."""
+    if c_score_columns is None:
+        return None
+    return _prepare(query_ids, jstart, jdocs, jgrade)
+
+
+def repeats_within(parts: Sequence[Strings], heads: I64) -> bool | None:
+    """Whether a string column (the buffers of its chunks, in order) holds one value twice
+    within a block of rows, the blocks starting at the rows ``heads`` (ascending from 0):
+    exact, in C; ``None`` when the compiled backend is not built.
+
+    >>> heads = np.array([0, 2], dtype=np.int64)
+    >>> def strings(*ids):
+    ...     ends = np.cumsum([0] + [len(i) for i in ids])
+    ...     return ends.astype(np.int64), "".join(ids).encode()
+    >>> [repeats_within([strings("a", "b", "a")], heads) in (False, None),
+    ...  repeats_within([strings("a", "a", "b")], heads) in (True, None)]
+    [True, True]
+    """
     if c_score_columns is None:
         return None
     from ragmeter.metrics import _ccolumns
 
-    return _ccolumns.query_slots(query_ids)
+    return bool(_ccolumns.repeats_within(list(parts), np.ascontiguousarray(heads, np.int64)))
 
-
-"""The compiled backend, or ``None`` when it is not built (loaded even when
-``RAGMETER_PURE_PYTHON`` is set, so tests can compare the two)."""
 
 _FORCE_PYTHON = os.environ.get("RAGMETER_PURE_PYTHON", "").strip() not in ("", "0")
 
