@@ -23,16 +23,6 @@ from ragmeter.report import (
 DATA = Path(__file__).resolve().parents[1] / "data" / "trec_eval"
 
 
-@pytest.fixture(scope="module")
-def qrels() -> dict[str, dict[str, float]]:
-    return {q: dict(j) for q, j in ragmeter.read_trec_qrels(DATA / "qrels.test").items()}
-
-
-@pytest.fixture(scope="module")
-def run() -> dict[str, list[str]]:
-    return {q: list(r) for q, r in ragmeter.read_trec_run(DATA / "results.test").items()}
-
-
 def _shuffled(qrels: dict[str, dict[str, float]], seed: int) -> dict[str, dict[str, float]]:
     rng = random.Random(seed)
     queries = list(qrels)

@@ -16,18 +16,6 @@ import ragmeter
 from ragmeter.registry import Registry, RunNotFoundError, RunRecord
 from ragmeter.report import RetrievalEvalReport
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "trec_eval"
-
-
-@pytest.fixture(scope="module")
-def qrels() -> dict[str, dict[str, float]]:
-    return {q: dict(j) for q, j in ragmeter.read_trec_qrels(DATA / "qrels.test").items()}
-
-
-@pytest.fixture(scope="module")
-def run() -> dict[str, list[str]]:
-    return {q: list(r) for q, r in ragmeter.read_trec_run(DATA / "results.test").items()}
-
 
 @pytest.fixture(scope="module")
 def report(qrels: dict[str, dict[str, float]], run: dict[str, list[str]]) -> RetrievalEvalReport:

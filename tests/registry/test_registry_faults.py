@@ -22,18 +22,7 @@ from ragmeter.registry import SCHEMA_VERSION, Registry, RegistryError
 from ragmeter.registry._schema import V1_SCRIPT
 from ragmeter.report import RetrievalEvalReport
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "trec_eval"
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-@pytest.fixture(scope="module")
-def qrels() -> dict[str, dict[str, float]]:
-    return {q: dict(j) for q, j in ragmeter.read_trec_qrels(DATA / "qrels.test").items()}
-
-
-@pytest.fixture(scope="module")
-def run() -> dict[str, list[str]]:
-    return {q: list(r) for q, r in ragmeter.read_trec_run(DATA / "results.test").items()}
 
 
 @pytest.fixture(scope="module")
