@@ -75,6 +75,7 @@ def test_a_deferred_report_compares_pickles_and_converts_like_a_plain_one() -> N
     assert report.to_dict()["per_query"] == plain.per_query
     assert report.to_pandas().loc["q0", "ndcg@10"] == plain.per_query["q0"]["ndcg@10"]
     assert report == plain  # the dataclass's == reads per_query too
+    assert report.to_dict()["per_query"] is report.per_query  # made once, shared
 
 
 def test_per_query_once_made_is_the_users_dict_to_change() -> None:

@@ -428,4 +428,4 @@ def str_positions(keys: Mapping[Any, Any]) -> dict[str, int] | None:
         return c_zip_dict(keys, len(keys), True)  # type: ignore[no-any-return]
     if not all(key.__class__ is str for key in keys):
         return None
-    return dict(zip(keys, range(len(keys)), strict=True))
+    return positions(keys)

@@ -45,7 +45,7 @@ class ColumnRows(Mapping[str, dict[str, float]]):
     [0.25, 0.5]
     """
 
-    __slots__ = ("_at", "_build", "_ids", "_keys", "_order", "_values", "_width")
+    __slots__ = ("_at", "_build", "_ids", "_keys", "_made", "_order", "_values", "_width")
 
     def __init__(
         self,
@@ -69,6 +69,7 @@ class ColumnRows(Mapping[str, dict[str, float]]):
         self._order = order
         self._build = build
         self._at: dict[str, int] | None = None
+        self._made: dict[str, dict[str, float]] | None = None
 
     @property
     def keys_in_order(self) -> tuple[str, ...]:
@@ -118,10 +119,15 @@ class ColumnRows(Mapping[str, dict[str, float]]):
         return [column[p] for p in self._order]
 
     def to_dict(self) -> dict[str, dict[str, float]]:
-        """Every row, as a plain dict (the collector paused: a million new dicts would have it
-        walk the whole heap again and again)."""
+        """Every row, as a plain dict, made once (the collector paused: a million new dicts
+        would have it walk the whole heap again and again): every later call returns that
+        same dict, so a report's ``to_dict()`` and its ``per_query`` share it."""
+        if self._made is not None:
+            return self._made
         build, ids, order = self._build, self._ids, self._order
         with paused_gc():
             if build is not None and type(ids) is list and (order is None or type(order) is list):
-                return build(ids, self._values, self._width, self._keys, order)
-            return dict(self.iter_rows())
+                self._made = build(ids, self._values, self._width, self._keys, order)
+            else:
+                self._made = dict(self.iter_rows())
+        return self._made
