@@ -34,6 +34,8 @@ resident set over the qrels already in memory.
     python benchmarks/bench_scale_retrieval.py --libs ragmeter --before /path/to/old/src
     python benchmarks/bench_scale_retrieval.py --sizes 1000,10000,100000 --libs ranx
     python benchmarks/bench_scale_retrieval.py --plot                 # redraw from the results
+    python benchmarks/bench_scale_retrieval.py --libs ragmeter --nested 5 \
+        --sizes 1000,10000,100000,1000000    # every size on one data set, interleaved
 
 Results go to ``benchmarks/results/scale_retrieval.json`` (merged with earlier runs by
 library and size) and the plot to ``benchmarks/results/scale_retrieval.png`` (needs
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import math
 import os
@@ -133,6 +136,61 @@ def _child_dicts(lib: str, n: int, repeats: int) -> dict[str, Any]:
     if lib == "ranx":
         out["compile_s"] = warm
     return out
+
+
+def _child_nested(lib: str, sizes: list[int], rounds: int) -> dict[str, Any]:
+    """``lib`` on the first ``n`` queries of one data set of ``max(sizes)`` queries, for each
+    ``n``, in ``rounds`` rounds whose order rotates: every size is timed on the same data,
+    within seconds of the others. This machine's speed swings by up to +-40% from minute to
+    minute, so sizes measured in separate processes minutes apart can differ by that much
+    for no reason of their own; here each round puts every size under the same swing."""
+    sys.path.insert(0, str(HERE))
+    import bench_retrieval as br
+
+    mine = lib in ("ragmeter", BEFORE)
+    qrels, run, scored = br.make_data(max(sizes), DEPTH, with_scores=not mine)
+    if mine:
+        fn = br.run_ragmeter
+    else:
+        run = {}
+        peers = {"pytrec_eval": br.run_pytrec_eval, "ranx": br.run_ranx}
+        fn = peers.get(lib, br.run_ir_measures)
+    order = list(qrels)
+    parts = {}
+    for n in sizes:
+        keep = order[:n]
+        parts[n] = (
+            {q: qrels[q] for q in keep},
+            {q: run[q] for q in keep if q in run},
+            {q: scored[q] for q in keep if q in scored},
+        )
+    fn(*(dict(list(d.items())[:50]) for d in parts[min(sizes)]))  # imports, compilation
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for r in range(rounds):
+        for n in sizes[r % len(sizes) :] + sizes[: r % len(sizes)]:
+            gc.collect()
+            _evict()
+            start = time.process_time()
+            fn(*parts[n])
+            times[n].append(time.process_time() - start)
+    return {"lib": lib, "sizes": sizes, "times": {str(n): t for n, t in times.items()}}
+
+
+def _print_nested(found: dict[str, Any]) -> None:
+    import statistics
+
+    medians = {int(n): statistics.median(t) for n, t in found["times"].items()}
+    rounds = len(found["times"][str(found["sizes"][0])])
+    print(f"{found['lib']}, every size on one data set, {rounds} rounds (median CPU s; µs per "
+          "query; added µs per query from the size before):")  # fmt: skip
+    last = None
+    for n in sorted(medians):
+        t = medians[n]
+        added = "" if last is None else f"{1e6 * (t - last[1]) / (n - last[0]):8.2f}"
+        spread = found["times"][str(n)]
+        print(f"  {n:>9,} {t:9.4f} s {1e6 * t / n:8.2f} µs {added}   "
+              f"(rounds {min(spread):.4f}-{max(spread):.4f} s)")  # fmt: skip
+        last = (n, t)
 
 
 def _write_run(n: int, path: Path) -> dict[str, dict[str, int]]:
@@ -308,6 +366,36 @@ def _print(rows: list[dict[str, Any]]) -> None:
         print(f"{r['lib']:58} {r['n']:>9,} {r['cpu_s']:8.3f} {per:9.2f} {r['peak_mb']:8.1f}")
 
 
+def marginal(rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, int, float]]]:
+    """Per library, the CPU time each added query costs between consecutive sizes
+    (``(n1, n2, µs)``: ``(T(n2) - T(n1)) / (n2 - n1)``). A cost linear in the work is
+    ``T(n) = fixed + per_query * n``; time per query ``T(n) / n`` then falls with ``n`` while
+    the fixed part (a call's set-up; at 1k, code and data coming back into the caches)
+    weighs, whereas the added cost per query stays the same at every size.
+
+    >>> marginal([{"lib": "x", "n": 1000, "cpu_s": 0.004}, {"lib": "x", "n": 10000,
+    ...           "cpu_s": 0.022}])
+    {'x': [(1000, 10000, 2.0)]}
+    """
+    out: dict[str, list[tuple[int, int, float]]] = {}
+    for lib in dict.fromkeys(r["lib"] for r in rows):
+        pts = sorted((r["n"], r["cpu_s"]) for r in rows if r["lib"] == lib)
+        steps = [
+            (n1, n2, round(1e6 * (t2 - t1) / (n2 - n1), 3))
+            for (n1, t1), (n2, t2) in itertools.pairwise(pts)
+            if n2 > n1
+        ]
+        if steps:
+            out[lib] = steps
+    return out
+
+
+def _print_marginal(rows: list[dict[str, Any]]) -> None:
+    for lib, steps in marginal(rows).items():
+        parts = ", ".join(f"{n1 // 1000}k->{n2 // 1000}k {us:.2f}" for n1, n2, us in steps)
+        print(f"added CPU per query (µs), {lib}: {parts}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -317,6 +405,13 @@ def main() -> None:
     parser.add_argument("--before", help="also time ragmeter from this src directory")
     parser.add_argument("--plot", action="store_true", help="only redraw the plot")
     parser.add_argument(
+        "--nested",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="time every size on one data set (the largest), ROUNDS rounds, sizes interleaved",
+    )
+    parser.add_argument(
         "--warm", action="store_true", help="do not evict the caches between timed calls"
     )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -325,7 +420,10 @@ def main() -> None:
         global EVICT_MB
         EVICT_MB = 0
     if args.child:
-        if args.child[0] == "file":
+        if args.child[0] == "nested":
+            sizes = [int(x) for x in args.child[2].split(",")]
+            print(json.dumps(_child_nested(args.child[1], sizes, int(args.child[3]))))
+        elif args.child[0] == "file":
             print(json.dumps(_child_file(int(args.child[1]), args.child[2])))
         else:
             lib, n = args.child[0], int(args.child[1])
@@ -333,6 +431,12 @@ def main() -> None:
         return
     if args.plot:
         _plot(json.loads((RESULTS / "scale_retrieval.json").read_text()))
+        return
+    if args.nested:
+        for lib in [x for x in args.libs.split(",") if x]:
+            warm = ["--warm"] if args.warm else []
+            found = _spawn(["nested", lib, args.sizes, str(args.nested), *warm])
+            _print_nested(found)
         return
     rows: list[dict[str, Any]] = []
     if args.file:
@@ -357,6 +461,7 @@ def main() -> None:
                     raise SystemExit(f"ragmeter and pytrec_eval disagree at {n}: {bad}")
     merged = _save(rows)
     _print(rows)
+    _print_marginal(rows)
     if not args.file:
         _plot(merged)
 

@@ -15,6 +15,16 @@ Run::
     python benchmarks/bench_traces.py                  # 100,000 traces
     python benchmarks/bench_traces.py --traces 10000   # quicker
     python benchmarks/bench_traces.py --chunk-chars 800 # documents of a typical chunk's size
+
+Two timings, both CPU time of the same lines:
+
+* **whole file**: each reader over the whole file, best of ``--repeat`` rounds;
+* **alternating slices** (``--slice``, 1,000 traces by default): the file cut into slices,
+  and on each slice the readers run one after the other, in an order that rotates. The sums
+  over all slices are compared, and the median of the per-slice ratios is printed. This
+  machine's speed swings by +-40% from minute to minute (other VMs on the host); a reader
+  timed a minute after another can look 1.6x or 2.9x as slow. Slices a tenth of a second
+  long put every reader under the same swings, so the ratio is steady from run to run.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import gc
 import json
 import os
 import random
+import statistics
 import tempfile
 import time
 import tracemalloc
@@ -173,10 +184,50 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, flo
     return best
 
 
+def cut(path: Path, lines_per_slice: int) -> list[Path]:
+    """The file cut into slices of ``lines_per_slice`` lines (one trace a line), beside it."""
+    slices: list[Path] = []
+    with path.open("rb") as fh:
+        batch: list[bytes] = []
+        for line in fh:
+            batch.append(line)
+            if len(batch) == lines_per_slice:
+                slices.append(_write_slice(path, len(slices), batch))
+                batch = []
+        if batch:
+            slices.append(_write_slice(path, len(slices), batch))
+    return slices
+
+
+def _write_slice(path: Path, number: int, lines: list[bytes]) -> Path:
+    out = path.with_name(f"{path.stem}.{number:05d}{path.suffix}")
+    out.write_bytes(b"".join(lines))
+    return out
+
+
+def alternating(
+    fns: dict[str, Callable[[Path], Any]], slices: list[Path]
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Each function's CPU time summed over the slices, run one after the other on each
+    slice (the order rotating from slice to slice), and its time on each slice."""
+    names = list(fns)
+    per_slice: dict[str, list[float]] = {name: [] for name in names}
+    gc.collect()
+    for i, piece in enumerate(slices):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            start = time.process_time()
+            fns[name](piece)
+            per_slice[name].append(time.process_time() - start)
+    return {name: sum(times) for name, times in per_slice.items()}, per_slice
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--slice", type=int, default=1000, help="traces per slice for the alternating timing"
+    )
     parser.add_argument(
         "--chunk-chars", type=int, default=120, help="length of each document's text"
     )
@@ -210,6 +261,7 @@ def main() -> int:
 
         times = interleaved({"floor": floor, "stored": stored, "streamed": streamed}, args.repeat)
         base = times["floor"]
+        print(f"whole file, best of {args.repeat}:")
         print(f"json.loads over the lines        {base:7.2f} s CPU   1.00x")
         for label, key in (
             ("traces.read (store of records)", "stored"),
@@ -217,6 +269,40 @@ def main() -> int:
         ):
             t = times[key]
             print(f"{label:32} {t:7.2f} s CPU   {t / base:.2f}x json.loads")
+
+        def floor_of(piece: Path) -> None:
+            with piece.open("rb") as fh:
+                for line in fh:
+                    json.loads(line)
+
+        def stored_of(piece: Path) -> None:
+            read(piece, join_key="session.id")
+
+        def streamed_of(piece: Path) -> None:
+            for _ in iter_samples(piece, join_key="session.id"):
+                pass
+
+        slices = cut(path, args.slice)
+        sums, per_slice = alternating(
+            {"floor": floor_of, "stored": stored_of, "streamed": streamed_of}, slices
+        )
+        print(
+            f"alternating slices of {args.slice:,} traces ({len(slices)} slices): "
+            f"json.loads {sums['floor']:.2f} s CPU"
+        )
+        for label, key in (
+            ("traces.read (store of records)", "stored"),
+            ("traces.iter_samples (RagSample)", "streamed"),
+        ):
+            ratios = [t / f for t, f in zip(per_slice[key], per_slice["floor"], strict=True)]
+            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            print(
+                f"{label:32} {sums[key]:7.2f} s CPU   {sums[key] / sums['floor']:.2f}x json.loads"
+                f"   (per slice: median {quartiles[1]:.2f}x, "
+                f"quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}x)"
+            )
+        for piece in slices:
+            piece.unlink()
         tracemalloc.start()
         streamed()
         peak = tracemalloc.get_traced_memory()[1]
