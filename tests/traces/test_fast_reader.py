@@ -108,6 +108,22 @@ def test_the_compiled_span_maker_is_the_one_in_use(monkeypatch: pytest.MonkeyPat
     assert repr([[_fields(s) for s in b] for b in iter_otlp_batches(FIXTURES[0])]) == expected
 
 
+def test_without_the_extension_the_python_span_maker_reads() -> None:
+    """An install without a C compiler has no _cotlp: the spans are made in Python."""
+    code = (
+        "import sys; sys.modules['ragmeter.io._cotlp'] = None\n"
+        "from ragmeter.io import _otlp_fast\n"
+        "from ragmeter.io.otel import iter_otlp_json\n"
+        f"spans = list(iter_otlp_json({str(FIXTURES[0])!r}))\n"
+        "print(_otlp_fast.BUILT, _otlp_fast._C_SPANS, len(spans) > 0)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAGMETER_PURE_PYTHON"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False None True"
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_fixture_reads_the_same_both_ways(
     path: Path, monkeypatch: pytest.MonkeyPatch

@@ -2,11 +2,13 @@
  *
  * The compiled twin of the Python half of ragmeter.io._otlp_fast.decode_line (whose Python code
  * stays the reference and the fallback): msgspec still parses the JSON into the _TracesData,
- * _Span, _KeyValue ... Structs; this module walks them and makes the spans, by the same rules,
- * reading the Structs' fields with PyObject_GetAttr (interned names made once):
+ * _Span, _KeyValue ... Structs; this module walks them and makes the spans by the same rules
+ * (a field is read from its slot, where msgspec keeps it, at the offset its member descriptor
+ * gives, once the class is known; else, and for any other class, with PyObject_GetAttr):
  *
- * - an attribute's value is its stringValue when set, else its doubleValue when that is a float
- *   and intValue is unset, else whatever `other(value)` (Python's _other) returns or raises;
+ * - an attribute's value is its stringValue when set, else int(intValue) when that is set (what
+ *   Python's _other gives it), else its doubleValue when that is a float, else whatever
+ *   `other(value)` (Python's _other) returns or raises;
  * - an id of the exact form hex_id gives (2 * size lowercase hex digits) is kept as it is,
  *   anything else is given to `hex_id(value, size, what)` (Python's), its result cached per line;
  * - a span whose status code is in `error_codes` has its status message as its error, and a
@@ -171,24 +173,31 @@ direct_layout(PyObject *make)
     return direct;
 }
 
-/* A new span with the fields in `values` (references stolen, all of them, also on error). */
+static PyObject *kind_of(PyObject *attributes);
+
+/* A new span of `make`'s arguments in `values` (its first ten: their references stolen, also on
+ * error): `make` called with them, or its class allocated and its slots set as
+ * TraceSpan.__init__ sets them (parent_id None for a false one, kind from the attributes). */
 static PyObject *
 make_span(Line *line, PyObject **values)
 {
     PyObject *span = NULL;
     int direct = direct_layout(line->make);
-    if (direct > 0) {
+    if (direct > 0 && values[F_PARENT] != Py_None) {
+        int set = PyObject_IsTrue(values[F_PARENT]);
+        if (set == 0) Py_SETREF(values[F_PARENT], Py_NewRef(Py_None));
+        if (set < 0) direct = -1;
+    }
+    if (direct > 0 && (values[F_KIND] = kind_of(values[F_ATTRIBUTES])) != NULL) {
         PyTypeObject *type = (PyTypeObject *)line->make;
         span = type->tp_alloc(type, 0);
-        if (span != NULL) {
-            for (int i = 0; i < N_FIELDS; i++) {
-                *(PyObject **)((char *)span + made_offsets[i]) = values[i];
-                values[i] = NULL;
-            }
+        for (int i = 0; span != NULL && i < N_FIELDS; i++) {
+            *(PyObject **)((char *)span + made_offsets[i]) = values[i];
+            values[i] = NULL;
         }
     }
     else if (direct == 0) {
-        span = PyObject_Vectorcall(line->make, values, F_KIND, NULL); /* kind: its __init__'s */
+        span = PyObject_Vectorcall(line->make, values, F_KIND, NULL);
     }
     for (int i = 0; i < N_FIELDS; i++) Py_XDECREF(values[i]);
     return span;
@@ -215,25 +224,23 @@ kind_of(PyObject *attributes)
 
 /* ------------------------------------------------------------------ attributes */
 
-/* One attribute's value as _attributes reads it (a new reference; NULL on error). */
+/* One attribute's value as _attributes reads it (a new reference; NULL on error): its
+ * stringValue, else int(intValue) (what _other gives it), else a float doubleValue, else
+ * other(value)'s. */
 static PyObject *
 value_of(PyObject *any_value, PyObject *other)
 {
-    PyObject *text = get(any_value, ANY_STRING);
-    if (text != Py_None) return text; /* a str, or NULL */
-    Py_DECREF(text);
-    PyObject *number = get(any_value, ANY_DOUBLE);
-    if (number == NULL) return NULL;
-    if (PyFloat_CheckExact(number)) {
-        PyObject *integer = get(any_value, ANY_INT);
-        int unset = integer == Py_None;
-        Py_XDECREF(integer);
-        if (integer == NULL || unset) {
-            if (integer == NULL) Py_CLEAR(number);
-            return number;
-        }
+    PyObject *found = get(any_value, ANY_STRING);
+    if (found != Py_None) return found; /* a str, or NULL */
+    Py_SETREF(found, get(any_value, ANY_INT));
+    if (found != Py_None) {
+        if (found == NULL || PyLong_CheckExact(found)) return found;
+        Py_SETREF(found, PyNumber_Long(found)); /* "300": OTLP/JSON writes int64 as a str */
+        return found;
     }
-    Py_DECREF(number);
+    Py_SETREF(found, get(any_value, ANY_DOUBLE));
+    if (found == NULL || PyFloat_CheckExact(found)) return found;
+    Py_DECREF(found);
     return PyObject_CallOneArg(other, any_value);
 }
 
@@ -382,7 +389,6 @@ one_span(Line *line, PyObject *span, PyObject *scope)
     v[F_SCOPE] = Py_NewRef(scope);
     Py_SETREF(field, get(span, SPAN_DROPPED));
     if (field == NULL || (v[F_DROPPED] = int_of(field)) == NULL) goto fail;
-    if ((v[F_KIND] = kind_of(v[F_ATTRIBUTES])) == NULL) goto fail;
     Py_DECREF(parent);
     Py_DECREF(id);
     Py_DECREF(field);
@@ -535,17 +541,16 @@ static int
 intern_all(void)
 {
     for (int i = 0; i < N_READS; i++) {
-        if (reads[i].name == NULL && (reads[i].name = PyUnicode_InternFromString(reads[i].text)) == NULL) {
-            return -1;
-        }
+        if (reads[i].name == NULL) reads[i].name = PyUnicode_InternFromString(reads[i].text);
+        if (reads[i].name == NULL) return -1;
     }
-    if (s_kind == NULL && (s_kind = PyUnicode_InternFromString("openinference.span.kind")) == NULL) return -1;
+    if (s_kind == NULL) s_kind = PyUnicode_InternFromString("openinference.span.kind");
+    if (s_kind == NULL) return -1;
     if (s_upper == NULL && (s_upper = PyUnicode_InternFromString("upper")) == NULL) return -1;
     if (s_empty == NULL && (s_empty = PyUnicode_InternFromString("")) == NULL) return -1;
     for (int i = 0; i < N_FIELDS; i++) {
-        if (field_strs[i] == NULL && (field_strs[i] = PyUnicode_InternFromString(field_names[i])) == NULL) {
-            return -1;
-        }
+        if (field_strs[i] == NULL) field_strs[i] = PyUnicode_InternFromString(field_names[i]);
+        if (field_strs[i] == NULL) return -1;
     }
     if (s_zero == NULL && (s_zero = PyLong_FromLong(0)) == NULL) return -1;
     if (s_eight == NULL && (s_eight = PyLong_FromLong(8)) == NULL) return -1;
