@@ -8,11 +8,19 @@ are built from them. The result is the same :class:`~ragmeter.io.otel.TraceSpan`
 error, an empty attribute value, an error status without a message) raises
 :class:`Unhandled`, and the caller reads that line with the ``json`` reader, which also
 words every error. A test reads every fixture and generated line both ways.
+
+The spans are made from the records by the compiled ``ragmeter.io._cotlp`` (``_cotlp.c``,
+built at install time when a C compiler is there) by the rules of :func:`_spans`, whose
+Python stays the reference and the fallback: it makes them when the module is not built or
+the environment variable ``RAGMETER_PURE_PYTHON`` is set to anything but ``""``/``"0"`` when
+this module is imported. The tests read every line three ways (``json``, ``msgspec`` with
+Python, ``msgspec`` with C).
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -131,6 +139,21 @@ def _attributes(items: list[_KeyValue] | None) -> dict[str, Any]:
     }
 
 
+def _compiled() -> tuple[bool, Callable[..., list[Any]] | None]:
+    try:
+        from ragmeter.io._cotlp import spans
+    except ImportError:  # not built (no C compiler at install time)
+        return False, None
+    if os.environ.get("RAGMETER_PURE_PYTHON", "").strip() not in ("", "0"):
+        return True, None
+    return True, spans
+
+
+BUILT, _C_SPANS = _compiled()
+"""Whether ``ragmeter.io._cotlp`` is built, and its ``spans`` (the spans of a decoded line,
+made in C) unless ``RAGMETER_PURE_PYTHON`` is set: ``None`` means :func:`_spans` makes them."""
+
+
 def decode_line(
     raw: bytes,
     make: Callable[..., Any],
@@ -140,9 +163,13 @@ def decode_line(
 ) -> list[Any]:
     """The spans of one OTLP/JSON line, each made by ``make`` with
     :class:`~ragmeter.io.otel.TraceSpan`'s arguments; raises :class:`Unhandled` for a line
-    the ``json`` reader must read."""
+    the ``json`` reader must read. (The compiled path makes a class with ``TraceSpan``'s
+    slots without calling its ``__init__``: it sets the slots as ``TraceSpan.__init__``
+    does.)"""
     try:
         data = _DECODE(raw)
+        if _C_SPANS is not None:
+            return _C_SPANS(data, make, hex_id, error_codes, remote_parent, _other)
         out = []
         for resource in data.resourceSpans:
             scopes = resource.scopeSpans
