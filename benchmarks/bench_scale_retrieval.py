@@ -140,7 +140,9 @@ def _child_dicts(lib: str, n: int, repeats: int) -> dict[str, Any]:
 
 def _child_nested(lib: str, sizes: list[int], rounds: int) -> dict[str, Any]:
     """``lib`` on the first ``n`` queries of one data set of ``max(sizes)`` queries, for each
-    ``n``, in ``rounds`` rounds whose order rotates: every size is timed on the same data,
+    ``n``, and on ``n`` queries taken one in every ``max(sizes) / n`` (``"<n> spread"``: as
+    many queries, their dicts spread over the whole data set's memory), in ``rounds`` rounds
+    whose order rotates: every size is timed on the same data,
     within seconds of the others. This machine's speed swings by up to +-40% from minute to
     minute, so sizes measured in separate processes minutes apart can differ by that much
     for no reason of their own; here each round puts every size under the same swing."""
@@ -156,30 +158,34 @@ def _child_nested(lib: str, sizes: list[int], rounds: int) -> dict[str, Any]:
         peers = {"pytrec_eval": br.run_pytrec_eval, "ranx": br.run_ranx}
         fn = peers.get(lib, br.run_ir_measures)
     order = list(qrels)
-    parts = {}
+    parts: dict[str, tuple[dict[str, Any], ...]] = {}
     for n in sizes:
-        keep = order[:n]
-        parts[n] = (
-            {q: qrels[q] for q in keep},
-            {q: run[q] for q in keep if q in run},
-            {q: scored[q] for q in keep if q in scored},
-        )
-    fn(*(dict(list(d.items())[:50]) for d in parts[min(sizes)]))  # imports, compilation
-    times: dict[int, list[float]] = {n: [] for n in sizes}
+        subsets = {str(n): order[:n]}
+        if n < len(order):  # the same number of queries, one in every len/n of the data set
+            subsets[f"{n} spread"] = order[:: len(order) // n][:n]
+        for label, keep in subsets.items():
+            parts[label] = (
+                {q: qrels[q] for q in keep},
+                {q: run[q] for q in keep if q in run},
+                {q: scored[q] for q in keep if q in scored},
+            )
+    fn(*(dict(list(d.items())[:50]) for d in parts[str(min(sizes))]))  # imports, compilation
+    labels = list(parts)
+    times: dict[str, list[float]] = {label: [] for label in labels}
     for r in range(rounds):
-        for n in sizes[r % len(sizes) :] + sizes[: r % len(sizes)]:
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
             gc.collect()
             _evict()
             start = time.process_time()
-            fn(*parts[n])
-            times[n].append(time.process_time() - start)
-    return {"lib": lib, "sizes": sizes, "times": {str(n): t for n, t in times.items()}}
+            fn(*parts[label])
+            times[label].append(time.process_time() - start)
+    return {"lib": lib, "sizes": sizes, "times": times}
 
 
 def _print_nested(found: dict[str, Any]) -> None:
     import statistics
 
-    medians = {int(n): statistics.median(t) for n, t in found["times"].items()}
+    medians = {int(n): statistics.median(t) for n, t in found["times"].items() if " " not in n}
     rounds = len(found["times"][str(found["sizes"][0])])
     print(f"{found['lib']}, every size on one data set, {rounds} rounds (median CPU s; µs per "
           "query; added µs per query from the size before):")  # fmt: skip
@@ -191,6 +197,13 @@ def _print_nested(found: dict[str, Any]) -> None:
         print(f"  {n:>9,} {t:9.4f} s {1e6 * t / n:8.2f} µs {added}   "
               f"(rounds {min(spread):.4f}-{max(spread):.4f} s)")  # fmt: skip
         last = (n, t)
+    spread = {k: statistics.median(t) for k, t in found["times"].items() if " " in k}
+    if spread:
+        print("  the same numbers of queries taken one in every N of the whole data set (their")
+        print("  dicts spread over all of its memory, as the largest size's are):")
+        for label, t in spread.items():
+            n = int(label.split()[0])
+            print(f"  {n:>9,} {t:9.4f} s {1e6 * t / n:8.2f} µs")
 
 
 def _write_run(n: int, path: Path) -> dict[str, dict[str, int]]:
