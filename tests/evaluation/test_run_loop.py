@@ -224,7 +224,6 @@ def _loop(**changes: Any) -> Any:
         "ks": [1],
         "codes": kernel_codes(["ndcg", "judged"]),
         "level": None,
-        "keys": ["ndcg@1"],
         "cut": 1,
         "jpos": 1,
         "examples": 0,
@@ -232,7 +231,6 @@ def _loop(**changes: Any) -> Any:
         "ranked_at": [],
         "positions": [],
         "ids": [],
-        "rows": [],
         "values": array("d"),
     }
     args.update(changes)
@@ -243,12 +241,11 @@ def _loop(**changes: Any) -> Any:
 def test_the_loop_keeps_what_the_python_loop_keeps() -> None:
     values: array[float] = array("d")
     ids: list[str] = []
-    rows: list[dict[str, float]] = []
-    loop = _loop(values=values, ids=ids, rows=rows)
+    loop = _loop(values=values, ids=ids)
     pairs: Iterator[tuple[Any, Any]] = iter([("q1", ["b", "a"]), ("x", ["a"]), (1, ["a"])])
     assert loop.feed(pairs, False) == (1, ["a"])  # an int id: the Python loop's
     assert loop.feed(pairs, False) is None
-    assert ids == ["q1"] and rows == [{"ndcg@1": 0.0}] and list(values) == [0.0, 0.0]
+    assert ids == ["q1"] and list(values) == [0.0, 0.0]  # ndcg@1, then judged@1
     assert loop.counts == (1, 1, 1, 1, 1)  # one ranking, its top doc unjudged
 
 
@@ -261,7 +258,7 @@ def test_the_loop_keeps_what_the_python_loop_keeps() -> None:
         ({"level": "1"}, ValueError),
         ({"level": True}, ValueError),
         ({"jpos": 5}, ValueError),
-        ({"keys": [1]}, TypeError),
+        ({"cut": 0}, ValueError),
         ({"values": array("i")}, TypeError),
         ({"index": []}, TypeError),
     ],

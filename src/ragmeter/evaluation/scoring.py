@@ -257,9 +257,9 @@ def _compiled_loop(plan: RunPlan, part: RunPartial, ranked_at: list[int]) -> Run
     judgements = list(qrels.values()) if type(qrels) is dict else [qrels[q] for q in index]
     rows.values = array("d")
     return c_run_loop(
-        index, judgements, list(plan.ks), plan.codes, plan.level, plan.metric_keys,
-        plan.judged_at, plan.judged_pos, _EXAMPLES, part.run_ids, ranked_at, rows.positions,
-        rows.ids, None, rows.values,
+        index, judgements, list(plan.ks), plan.codes, plan.level, plan.judged_at,
+        plan.judged_pos, _EXAMPLES, part.run_ids, ranked_at, rows.positions, rows.ids,
+        rows.values,
     )  # fmt: skip
 
 

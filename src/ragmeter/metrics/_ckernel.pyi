@@ -30,7 +30,6 @@ class RunLoop:
         ks: Sequence[int],
         codes: Sequence[int],
         level: float | None,
-        keys: list[str],
         cut: int,
         jpos: int,
         examples: int,
@@ -38,7 +37,6 @@ class RunLoop:
         ranked_at: list[int],
         positions: list[int],
         ids: list[str],
-        rows: list[dict[str, float]] | None,
         values: array[float],
         /,
     ) -> None: ...

@@ -1,12 +1,12 @@
 /* ragmeter.metrics._ckernel.RunLoop: a whole run's (query id, ranking) pairs scored in one C loop.
  *
  * The scoring loop of ragmeter.evaluation.scoring keeps, for every scored query, its qrels
- * position, its id, its metrics dict and its kernel values, and counts what the judged@k
+ * position, its id and its kernel values, and counts what the judged@k
  * report needs. RunLoop does all of it in C for the pairs it recognises, straight into the
  * loop's own lists and array (no per-query Python code, no list of values per query):
  *
- *   loop = RunLoop(index, judgements, ks, codes, level, keys, cut, jpos, examples,
- *                  run_ids, ranked_at, positions, ids, rows, values)
+ *   loop = RunLoop(index, judgements, ks, codes, level, cut, jpos, examples,
+ *                  run_ids, ranked_at, positions, ids, values)
  *   pair = loop.feed(iterator, need_judged)   # the first pair it leaves to Python, or None
  *   loop.counts                                # (count, docs, unjudged, shown, short)
  *
@@ -15,10 +15,9 @@
  * list or tuple ranking of exact str doc ids, whose query is unjudged (ignored) or has an
  * exact dict of judgements with exact int, float or bool grades within 2**53 and no repeated
  * doc when it is scored. For such a pair the loop appends the position to ranked_at and, when
- * the query has a relevant judgement, the position to positions, the id to ids, the dict of
- * the first len(keys) values to rows (unless rows is None: the caller then reads each row
- * from the values, ragmeter.report.ColumnRows) and all its values (ragmeter.metrics._kernel.result_keys
- * order, judged@k last) to values (an array('d')), and counts, at cut-off cut (values[jpos] is
+ * the query has a relevant judgement, the position to positions, the id to ids and all its
+ * values (ragmeter.metrics._kernel.result_keys order, judged@k last) to values (an
+ * array('d'), from which the caller reads each row: ragmeter.report.ColumnRows), and counts, at cut-off cut (values[jpos] is
  * judged@cut), the docs in the ranking's top, the unjudged ones among them, the rankings that
  * hold a doc and those with an unjudged doc in their top. Every other pair (an id of another
  * type, a repeated doc, a bad grade, a ranking that is not a list ...) is handed back before
@@ -38,14 +37,12 @@ typedef struct {
     PyObject_HEAD
     PyObject *index;      /* dict: judged query id -> qrels position */
     PyObject *judgements; /* list: each position's judgements */
-    PyObject *keys;       /* list of str: the row keys, the first values */
-    PyObject *template;   /* dict: every key -> None, copied for each row */
-    PyObject *run_ids, *ranked_at, *positions, *ids, *rows;
+    PyObject *run_ids, *ranked_at, *positions, *ids;
     PyObject *frombytes; /* values.frombytes */
     Options o;
     int64_t *ints; /* ks then codes */
     int want_judged, busy;
-    Py_ssize_t nkeys, nvals, cut, jpos, examples;
+    Py_ssize_t nvals, cut, jpos, examples;
     long long count, docs, unjudged, shown, short_;
     Scratch s;
     double *stage;
@@ -57,13 +54,10 @@ loop_dealloc(RunLoop *self)
 {
     Py_XDECREF(self->index);
     Py_XDECREF(self->judgements);
-    Py_XDECREF(self->keys);
-    Py_XDECREF(self->template);
     Py_XDECREF(self->run_ids);
     Py_XDECREF(self->ranked_at);
     Py_XDECREF(self->positions);
     Py_XDECREF(self->ids);
-    Py_XDECREF(self->rows);
     Py_XDECREF(self->frombytes);
     PyMem_Free(self->ints);
     PyMem_Free(self->stage);
@@ -114,22 +108,17 @@ loop_options(RunLoop *self, PyObject *ks, PyObject *codes, PyObject *level)
 static PyObject *
 loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *index, *judgements, *ks, *codes, *level, *keys, *run_ids, *ranked_at, *positions;
-    PyObject *ids, *rows, *values;
+    PyObject *index, *judgements, *ks, *codes, *level, *run_ids, *ranked_at, *positions, *ids;
+    PyObject *values;
     Py_ssize_t cut, jpos, examples;
     if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
-        !PyArg_ParseTuple(args, "O!O!OOOO!nnnO!O!O!O!OO:RunLoop", &PyDict_Type, &index,
-                          &PyList_Type, &judgements, &ks, &codes, &level, &PyList_Type, &keys,
-                          &cut, &jpos, &examples, &PyList_Type, &run_ids, &PyList_Type,
-                          &ranked_at, &PyList_Type, &positions, &PyList_Type, &ids, &rows,
-                          &values)) {
+        !PyArg_ParseTuple(args, "O!O!OOOnnnO!O!O!O!O:RunLoop", &PyDict_Type, &index,
+                          &PyList_Type, &judgements, &ks, &codes, &level, &cut, &jpos,
+                          &examples, &PyList_Type, &run_ids, &PyList_Type, &ranked_at,
+                          &PyList_Type, &positions, &PyList_Type, &ids, &values)) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "RunLoop takes positional arguments only");
         }
-        return NULL;
-    }
-    if (rows != Py_None && !PyList_CheckExact(rows)) {
-        PyErr_SetString(PyExc_TypeError, "RunLoop: rows must be a list or None");
         return NULL;
     }
     RunLoop *self = (RunLoop *)type->tp_alloc(type, 0);
@@ -138,35 +127,19 @@ loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     self->index = Py_NewRef(index);
     self->judgements = Py_NewRef(judgements);
-    self->keys = Py_NewRef(keys);
     self->run_ids = Py_NewRef(run_ids);
     self->ranked_at = Py_NewRef(ranked_at);
     self->positions = Py_NewRef(positions);
     self->ids = Py_NewRef(ids);
-    self->rows = Py_NewRef(rows);
     self->cut = cut;
     self->jpos = jpos;
     self->examples = examples;
-    self->nkeys = PyList_GET_SIZE(keys);
     if (loop_options(self, ks, codes, level) < 0) {
         goto error;
     }
-    if (cut < 1 || jpos < 0 || jpos >= self->nvals || self->nkeys > self->nvals) {
-        PyErr_SetString(PyExc_ValueError, "RunLoop: cut, jpos or keys do not fit the codes");
+    if (cut < 1 || jpos < 0 || jpos >= self->nvals) {
+        PyErr_SetString(PyExc_ValueError, "RunLoop: cut or jpos do not fit the codes");
         goto error;
-    }
-    if ((self->template = PyDict_New()) == NULL) {
-        goto error;
-    }
-    for (Py_ssize_t i = 0; i < self->nkeys; i++) {
-        PyObject *key = PyList_GET_ITEM(keys, i);
-        if (!PyUnicode_CheckExact(key)) {
-            PyErr_SetString(PyExc_TypeError, "RunLoop: keys must be str");
-            goto error;
-        }
-        if (PyDict_SetItem(self->template, key, Py_None) < 0) {
-            goto error;
-        }
     }
     Py_buffer view;
     if (PyObject_GetBuffer(values, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
@@ -213,26 +186,6 @@ flush(RunLoop *self)
     return 0;
 }
 
-/* The row of a scored query: its first nkeys values under the keys. */
-static PyObject *
-make_row(RunLoop *self, const double *out)
-{
-    PyObject *row = PyDict_Copy(self->template);
-    if (row == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < self->nkeys; i++) {
-        PyObject *f = ck_float(out[i]);
-        if (f == NULL || PyDict_SetItem(row, PyList_GET_ITEM(self->keys, i), f) < 0) {
-            Py_XDECREF(f);
-            Py_DECREF(row);
-            return NULL;
-        }
-        Py_DECREF(f);
-    }
-    return row;
-}
-
 /* Keep a scored query (qrels position `at`, id qid, nv values in out, a ranking of n). */
 static int
 keep(RunLoop *self, PyObject *at, PyObject *qid, const double *out, Py_ssize_t nv, Py_ssize_t n)
@@ -250,17 +203,6 @@ keep(RunLoop *self, PyObject *at, PyObject *qid, const double *out, Py_ssize_t n
     }
     if (PyList_Append(self->positions, at) < 0 || PyList_Append(self->ids, qid) < 0) {
         return -1;
-    }
-    if (self->rows != Py_None) {
-        PyObject *row = make_row(self, out);
-        if (row == NULL) {
-            return -1;
-        }
-        int bad = PyList_Append(self->rows, row) < 0;
-        Py_DECREF(row);
-        if (bad) {
-            return -1;
-        }
     }
     if (self->staged + nv > STAGE && flush(self) < 0) {
         return -1;
@@ -386,8 +328,8 @@ PyTypeObject ck_RunLoopType = {
     .tp_basicsize = sizeof(RunLoop),
     .tp_dealloc = (destructor)loop_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "RunLoop(index, judgements, ks, codes, level, keys, cut, jpos, examples, run_ids, "
-              "ranked_at, positions, ids, rows, values)\n--\n\n"
+    .tp_doc = "RunLoop(index, judgements, ks, codes, level, cut, jpos, examples, run_ids, "
+              "ranked_at, positions, ids, values)\n--\n\n"
               "A run's pairs scored in one C loop into the given lists and array('d').",
     .tp_methods = loop_methods,
     .tp_getset = loop_getset,
