@@ -177,7 +177,7 @@ class _Sink:
             dists = self.part.distributions
             matrix = np.array(self.values, dtype=np.float64)  # transposed at C speed
             for j, key in enumerate(self.plan.keys):
-                dists[key].add_trusted(matrix[:, j].tolist())
+                dists[key].add_trusted(matrix[:, j])  # a float64 view, no Python floats
             for key in self.plan.all_keys[len(self.plan.metric_keys) :]:
                 dists[key].add_trusted([row[key] for row in self.custom if key in row])
         if self.writer is not None and self.written:
