@@ -115,18 +115,22 @@ def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
     return best, peak, out
 
 
-def _child_dicts(lib: str, n: int, repeats: int) -> dict[str, Any]:
+def _data_for(lib: str, n: int) -> tuple[Any, Any, Any, Callable[..., Any]]:
+    """``n`` queries of ``make_data`` (qrels, rankings, scored rankings) as ``lib`` takes
+    them (ragmeter rankings, the peers scored ones), and ``lib``'s scoring function."""
     sys.path.insert(0, str(HERE))
     import bench_retrieval as br
 
     mine = lib in ("ragmeter", BEFORE)
     qrels, run, scored = br.make_data(n, DEPTH, with_scores=not mine)
     if mine:
-        fn = br.run_ragmeter
-    else:
-        run = {}
-        peers = {"pytrec_eval": br.run_pytrec_eval, "ranx": br.run_ranx}
-        fn = peers.get(lib, br.run_ir_measures)
+        return qrels, run, scored, br.run_ragmeter
+    peers = {"pytrec_eval": br.run_pytrec_eval, "ranx": br.run_ranx}
+    return qrels, {}, scored, peers.get(lib, br.run_ir_measures)
+
+
+def _child_dicts(lib: str, n: int, repeats: int) -> dict[str, Any]:
+    qrels, run, scored, fn = _data_for(lib, n)
     small = dict(list(qrels.items())[:50])
     start = time.process_time()  # the first call: imports, and numba's compilation (ranx)
     fn(small, {q: run[q] for q in small if q in run}, {q: scored[q] for q in small if q in scored})
@@ -142,21 +146,11 @@ def _child_nested(lib: str, sizes: list[int], rounds: int) -> dict[str, Any]:
     """``lib`` on the first ``n`` queries of one data set of ``max(sizes)`` queries, for each
     ``n``, and on ``n`` queries taken one in every ``max(sizes) / n`` (``"<n> spread"``: as
     many queries, their dicts spread over the whole data set's memory), in ``rounds`` rounds
-    whose order rotates: every size is timed on the same data,
-    within seconds of the others. This machine's speed swings by up to +-40% from minute to
-    minute, so sizes measured in separate processes minutes apart can differ by that much
-    for no reason of their own; here each round puts every size under the same swing."""
-    sys.path.insert(0, str(HERE))
-    import bench_retrieval as br
-
-    mine = lib in ("ragmeter", BEFORE)
-    qrels, run, scored = br.make_data(max(sizes), DEPTH, with_scores=not mine)
-    if mine:
-        fn = br.run_ragmeter
-    else:
-        run = {}
-        peers = {"pytrec_eval": br.run_pytrec_eval, "ranx": br.run_ranx}
-        fn = peers.get(lib, br.run_ir_measures)
+    whose order rotates: every size is timed on the same data, within seconds of the others.
+    This machine's speed swings by up to +-40% from minute to minute, so sizes measured in
+    separate processes minutes apart can differ by that much for no reason of their own; here
+    each round puts every size under the same swing."""
+    qrels, run, scored, fn = _data_for(lib, max(sizes))
     order = list(qrels)
     parts: dict[str, tuple[dict[str, Any], ...]] = {}
     for n in sizes:
