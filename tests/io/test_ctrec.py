@@ -46,17 +46,6 @@ needs_c = pytest.mark.skipif(
 pytestmark = needs_c
 
 
-def test_the_compiled_parser_is_built_wherever_a_compiler_exists(
-    compiler_available: bool,
-) -> None:
-    if not compiler_available:  # pragma: no cover - every CI machine has a compiler
-        pytest.skip("the compiled kernel is not built (ragmeter.io._ctrec): no C compiler here")
-    assert _compiled.BUILT, (
-        "a C compiler and Python.h exist but ragmeter.io._ctrec was not built: reinstall "
-        "with `pip install -e .` and read the build log"
-    )
-
-
 @contextlib.contextmanager
 def reader(compiled: bool, block: int | None = None) -> Iterator[None]:
     """Use the compiled parser (reading ``block`` bytes at a time) or the Python reader."""

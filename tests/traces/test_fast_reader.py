@@ -72,17 +72,6 @@ def test_the_fast_reader_is_the_one_in_use() -> None:
     assert otel._fast_decoder() is not None, "msgspec (ragmeter[otel]) is a test dependency"
 
 
-def test_the_compiled_span_maker_is_built_wherever_a_compiler_exists(
-    compiler_available: bool,
-) -> None:
-    if not compiler_available:  # pragma: no cover - every CI machine has a compiler
-        pytest.skip("the compiled kernel is not built (ragmeter.io._cotlp): no C compiler here")
-    assert _otlp_fast.BUILT, (
-        "a C compiler and Python.h exist but ragmeter.io._cotlp was not built: reinstall "
-        "with `pip install -e .` and read the build log"
-    )
-
-
 @needs_c
 def test_the_compiled_span_maker_is_the_one_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unless ``RAGMETER_PURE_PYTHON`` is set, the spans of a line are made in C: neither the
