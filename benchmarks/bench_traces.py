@@ -30,6 +30,7 @@ Two timings, both CPU time of the same lines:
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -221,6 +222,33 @@ def alternating(
     return {name: sum(times) for name, times in per_slice.items()}, per_slice
 
 
+def floor(path: Path) -> None:
+    """``json.loads`` over every line of ``path``: the floor any reader stands on."""
+    with path.open("rb") as fh:
+        for line in fh:
+            json.loads(line)
+
+
+def stored(path: Path) -> None:
+    read(path, join_key="session.id")
+
+
+def streamed(path: Path) -> None:
+    for _ in iter_samples(path, join_key="session.id"):
+        pass
+
+
+READERS: dict[str, Callable[[Path], Any]] = {
+    "floor": floor,
+    "stored": stored,
+    "streamed": streamed,
+}
+LABELS = (
+    ("traces.read (store of records)", "stored"),
+    ("traces.iter_samples (RagSample)", "streamed"),
+)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=100_000)
@@ -247,53 +275,23 @@ def main() -> int:
             )
         )
 
-        def floor() -> None:
-            with path.open("rb") as fh:
-                for line in fh:
-                    json.loads(line)
-
-        def stored() -> None:
-            read(path, join_key="session.id")
-
-        def streamed() -> None:
-            for _ in iter_samples(path, join_key="session.id"):
-                pass
-
-        times = interleaved({"floor": floor, "stored": stored, "streamed": streamed}, args.repeat)
+        times = interleaved(
+            {k: functools.partial(f, path) for k, f in READERS.items()}, args.repeat
+        )
         base = times["floor"]
         print(f"whole file, best of {args.repeat}:")
         print(f"json.loads over the lines        {base:7.2f} s CPU   1.00x")
-        for label, key in (
-            ("traces.read (store of records)", "stored"),
-            ("traces.iter_samples (RagSample)", "streamed"),
-        ):
+        for label, key in LABELS:
             t = times[key]
             print(f"{label:32} {t:7.2f} s CPU   {t / base:.2f}x json.loads")
 
-        def floor_of(piece: Path) -> None:
-            with piece.open("rb") as fh:
-                for line in fh:
-                    json.loads(line)
-
-        def stored_of(piece: Path) -> None:
-            read(piece, join_key="session.id")
-
-        def streamed_of(piece: Path) -> None:
-            for _ in iter_samples(piece, join_key="session.id"):
-                pass
-
         slices = cut(path, args.slice)
-        sums, per_slice = alternating(
-            {"floor": floor_of, "stored": stored_of, "streamed": streamed_of}, slices
-        )
+        sums, per_slice = alternating(READERS, slices)
         print(
             f"alternating slices of {args.slice:,} traces ({len(slices)} slices): "
             f"json.loads {sums['floor']:.2f} s CPU"
         )
-        for label, key in (
-            ("traces.read (store of records)", "stored"),
-            ("traces.iter_samples (RagSample)", "streamed"),
-        ):
+        for label, key in LABELS:
             ratios = [t / f for t, f in zip(per_slice[key], per_slice["floor"], strict=True)]
             quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
             print(
@@ -304,7 +302,7 @@ def main() -> int:
         for piece in slices:
             piece.unlink()
         tracemalloc.start()
-        streamed()
+        streamed(path)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         print(
