@@ -167,7 +167,7 @@ def score_pairs(
     loop = _compiled_loop(plan, part, ranked_at) if plain and not condense else None
     if loop is not None:  # it scores and keeps what it can, and hands the rest back
         pairs = _left_to_python(loop, pairs, part)
-    if rows is not None:  # four flat lists: no object per query but its metrics dict
+    if rows is not None:  # flat lists and an array: no object per query (rows.keys)
         keep_at, keep_id = rows.positions.append, rows.ids.append
         keep_values = rows.values.extend
     cut, jpos = plan.judged_at, plan.judged_pos
@@ -208,7 +208,7 @@ def score_pairs(
             judged_doc = part.judged_doc
         if plain:  # the row is the first values: the report reads it from the flat list
             keep_at(index)
-            keep_id(qid)  # its row is read from the values (rows.keys)
+            keep_id(qid)
             keep_values(values)
         elif rows is None and not custom:
             sink.add(qid, values, None)
